@@ -1,0 +1,9 @@
+"""timm-pkmixer: the PK family of Hayase & Karakida, "Understanding MLP-Mixer as a Wide and Sparse MLP"
+(ICML 2024), as timm models. Importing this package registers ``pk_mixer_*``, ``rp_mixer_*``,
+``s_mixer_*`` and ``sw_mlp_*`` in timm's model registry (after ``pip install`` this happens
+automatically whenever timm is imported)."""
+__version__ = '0.1.0'
+
+from .layers import FixedPermutation, MaskedLinear, PKMlp, SkipLayer, make_pk_mlp
+from .models import PKMixer, PKMixerBlock, SparseBlock, SwMlp
+from .width import MixerGeometry

@@ -1,0 +1,250 @@
+""" Static sparse-weight MLP (SW-MLP), the baseline the PK family is compared with.
+
+Paper: `Understanding MLP-Mixer as a Wide and Sparse MLP` - https://arxiv.org/abs/2306.01470
+(App. A.2.5, C.4 (ii); §4.3 for the initialisation)
+
+Per-patch FC, vectorisation, a masked input layer to width m, L residual sparse blocks
+x ↦ x + φ((M ⊙ W) LN(x)) (eq. S.16), or MLP blocks x ↦ x + φ((M2 ⊙ W2) φ((M1 ⊙ W1) LN(x)))
+with hidden γm (eq. S.17), LayerNorm and a linear classifier. Every mask is Bernoulli(p),
+fixed at construction. The width follows Ω = p·γ·m² (eq. 13, S.43) unless given.
+
+The paper does not say how the S0·C per-patch features reach width m; here a masked linear
+layer of the same density p maps them (an identity when S0·C = m). Memory is O(m²): the masks
+alone take m² bytes per layer, so this model is for CIFAR-size widths.
+
+The features are returned as a (B, m, 1, 1) map: one position with m channels.
+"""
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import torch
+import torch.nn as nn
+from timm.layers import ClassifierHead, PatchEmbed, get_act_layer, lecun_normal_
+from timm.models import build_model_with_cfg, checkpoint_seq, generate_default_cfgs, register_model
+from timm.models._features import feature_take_indices
+
+from ..layers import MaskedLinear
+from ..width import sw_mlp_width
+from ._common import check_patch, check_positive, merge_args, paper_cfg
+
+__all__ = ['SparseBlock', 'SwMlp']
+
+
+class SparseBlock(nn.Module):
+    """x ↦ x + φ((M ⊙ W) LN(x)) (eq. S.16), or with a hidden layer of width γm (eq. S.17). (B, m) → (B, m)."""
+
+    def __init__(
+            self,
+            width: int,
+            density: float,
+            hidden: Optional[int] = None,
+            mask_seed: int = 0,
+            key: str = '',
+            norm_eps: float = 1e-5,
+            act_layer: Any = nn.GELU,
+            device=None,
+            dtype=None,
+    ) -> None:
+        super().__init__()
+        dd = {'device': device, 'dtype': dtype}
+        self.norm = nn.LayerNorm(width, eps=norm_eps, **dd)
+        self.fc1 = MaskedLinear(width, hidden or width, density, seed=mask_seed, key=f'{key}.fc1', **dd)
+        self.act1 = act_layer()
+        self.fc2 = MaskedLinear(hidden, width, density, seed=mask_seed, key=f'{key}.fc2', **dd) if hidden else None
+        self.act2 = act_layer() if hidden else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.act1(self.fc1(self.norm(x)))
+        if self.fc2 is not None:
+            y = self.act2(self.fc2(y))
+        return x + y
+
+
+class SwMlp(nn.Module):
+    """SW-MLP: (B, in_chans, H, W) → (B, num_classes); ``forward_features`` gives (B, m, 1, 1)."""
+
+    def __init__(
+            self,
+            num_classes: int = 10,
+            img_size: Union[int, Tuple[int, int]] = 32,
+            in_chans: int = 3,
+            patch_size: int = 4,
+            embed_dim: Optional[int] = None,
+            num_blocks: int = 8,
+            density: float = 0.5,
+            omega: float = 2 ** 18,
+            width: Optional[int] = None,
+            mlp_ratio: Optional[float] = None,
+            mask_seed: int = 0,
+            norm_eps: float = 1e-5,
+            act_layer: Union[str, Any] = 'gelu',
+            drop_rate: float = 0.,
+            global_pool: str = 'avg',
+            device=None,
+            dtype=None,
+    ) -> None:
+        """
+        Args:
+            num_classes: Classifier outputs (0 for none).
+            img_size: Input image size.
+            in_chans: Input channels.
+            patch_size: Patch size P of the per-patch FC.
+            embed_dim: Per-patch FC output C; None for C = C0 = in_chans·P².
+            num_blocks: Number of sparse blocks L.
+            density: p, the probability that a weight is kept (0 < p ≤ 1).
+            omega: Ω, average connections per layer; sets m = round(√(Ω/(γp))) when `width` is None.
+            width: Explicit width m (then Ω = pγm²).
+            mlp_ratio: γ for MLP blocks (eq. S.17); None for FC blocks (eq. S.16).
+            mask_seed: Seed of the masks (a fixed hash stream, identical on every machine).
+            norm_eps: LayerNorm epsilon.
+            act_layer: Activation φ.
+            drop_rate: Head dropout.
+            global_pool: 'avg' (the 1×1 map to a vector) or ''.
+        """
+        super().__init__()
+        dd = {'device': device, 'dtype': dtype}
+        check_positive(num_blocks=num_blocks, embed_dim=embed_dim, omega=omega, width=width, mlp_ratio=mlp_ratio,
+                       in_chans=in_chans, norm_eps=norm_eps)
+        check_positive(num_classes=num_classes + 1)
+        if isinstance(density, bool) or not isinstance(density, (int, float)) or not 0. < density <= 1.:
+            raise ValueError(f'density p must be in (0, 1], got {density!r}')
+        grid = check_patch(img_size, patch_size)
+        gamma = mlp_ratio or 1.0
+        width = width or sw_mlp_width(omega, density, gamma)
+        embed_dim = embed_dim or in_chans * patch_size ** 2
+
+        self.num_classes = num_classes
+        self.in_chans = in_chans
+        self.density = float(density)
+        self.width = width
+        self.omega = density * gamma * width ** 2
+        self.num_features = self.head_hidden_size = width
+        self.grad_checkpointing = False
+        act_layer = get_act_layer(act_layer)
+
+        self.stem = PatchEmbed(img_size=img_size, patch_size=patch_size, in_chans=in_chans, embed_dim=embed_dim, **dd)
+        num_inputs = grid[0] * grid[1] * embed_dim
+        self.in_proj = nn.Identity() if num_inputs == width else MaskedLinear(
+            num_inputs, width, density, seed=mask_seed, key='in_proj', **dd)
+        hidden = round(gamma * width) if mlp_ratio else None
+        self.blocks = nn.Sequential(*[
+            SparseBlock(width, density, hidden, mask_seed=mask_seed, key=f'blocks.{i}', norm_eps=norm_eps,
+                        act_layer=act_layer, **dd)
+            for i in range(num_blocks)])
+        self.feature_info = [
+            dict(module=f'blocks.{i}', num_chs=width, reduction=max(to_hw(img_size))) for i in range(num_blocks)]
+        self.norm = nn.LayerNorm(width, eps=norm_eps, **dd)
+        self.head = ClassifierHead(width, num_classes, pool_type=global_pool, drop_rate=drop_rate, **dd)
+        self.init_weights()
+
+    @torch.jit.ignore
+    def init_weights(self) -> None:
+        """Masked weights N(0, 1/(p·fan_in)) on the kept entries (§4.3); stem lecun normal; zero head."""
+        for name, module in self.named_modules():
+            if isinstance(module, MaskedLinear):
+                module.reset_parameters()
+            elif isinstance(module, nn.Conv2d):
+                lecun_normal_(module.weight)
+                nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Linear) and name.startswith('head'):
+                nn.init.zeros_(module.weight)
+                nn.init.zeros_(module.bias)
+
+    @torch.jit.ignore
+    def group_matcher(self, coarse: bool = False) -> Dict[str, Any]:
+        return dict(stem=r'^stem|^in_proj', blocks=[(r'^blocks\.(\d+)', None), (r'^norm', (99999,))])
+
+    @torch.jit.ignore
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        self.grad_checkpointing = enable
+
+    @torch.jit.ignore
+    def get_classifier(self) -> nn.Module:
+        return self.head.fc
+
+    def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
+        self.num_classes = num_classes
+        self.head.reset(num_classes, pool_type=global_pool)
+
+    def _vector_features(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)                         # (B, S0, C) per-patch FC
+        return self.in_proj(x.flatten(1))        # (B, m)
+
+    def forward_intermediates(
+            self,
+            x: torch.Tensor,
+            indices: Optional[Union[int, List[int]]] = None,
+            norm: bool = False,
+            stop_early: bool = False,
+            output_fmt: str = 'NCHW',
+            intermediates_only: bool = False,
+    ) -> Union[List[torch.Tensor], Tuple[torch.Tensor, List[torch.Tensor]]]:
+        """Block outputs as (B, m, 1, 1) maps (NCHW) or (B, 1, m) (NLC)."""
+        assert output_fmt in ('NCHW', 'NLC'), 'Output format must be one of NCHW or NLC.'
+        take_indices, max_index = feature_take_indices(len(self.blocks), indices)
+        x = self._vector_features(x)
+        blocks = self.blocks if torch.jit.is_scripting() or not stop_early else self.blocks[:max_index + 1]
+        intermediates = []
+        for i, blk in enumerate(blocks):
+            x = blk(x)
+            if i in take_indices:
+                y = self.norm(x) if norm else x
+                intermediates.append(y[:, :, None, None] if output_fmt == 'NCHW' else y[:, None, :])
+        if intermediates_only:
+            return intermediates
+        return self.norm(x)[:, :, None, None], intermediates
+
+    def prune_intermediate_layers(
+            self,
+            indices: Union[int, List[int]] = 1,
+            prune_norm: bool = False,
+            prune_head: bool = True,
+    ) -> List[int]:
+        take_indices, max_index = feature_take_indices(len(self.blocks), indices)
+        self.blocks = self.blocks[:max_index + 1]
+        if prune_norm:
+            self.norm = nn.Identity()
+        if prune_head:
+            self.reset_classifier(0, '')
+        return take_indices
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, in_chans, H, W) → (B, m, 1, 1)."""
+        x = self._vector_features(x)
+        if self.grad_checkpointing and not torch.jit.is_scripting():
+            x = checkpoint_seq(self.blocks, x)
+        else:
+            x = self.blocks(x)
+        return self.norm(x)[:, :, None, None]
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        return self.head(x, pre_logits=pre_logits)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x))
+
+
+def to_hw(img_size: Union[int, Tuple[int, int]]) -> Tuple[int, int]:
+    return (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
+
+
+def _create_sw_mlp(variant: str, pretrained: bool = False, **kwargs) -> SwMlp:
+    out_indices = kwargs.pop('out_indices', 3)
+    return build_model_with_cfg(
+        SwMlp, variant, pretrained,
+        feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
+        **kwargs,
+    )
+
+
+default_cfgs = generate_default_cfgs({
+    'sw_mlp_o18_32': paper_cfg(input_size=(3, 32, 32), pool_size=(1, 1), crop_pct=1.0, num_classes=10,
+                               classifier='head.fc'),
+})
+
+
+@register_model
+def sw_mlp_o18_32(pretrained: bool = False, **kwargs) -> SwMlp:
+    """SW-MLP of C.4 (ii): 8 FC blocks, Ω = 2^18, P = 4 on 32 px; `density` p sets m = √(Ω/p)
+    (p = 0.9, 0.7, 0.5, 0.3, 0.1 → m = 540, 612, 724, 935, 1619)."""
+    args = merge_args(dict(img_size=32, patch_size=4, num_blocks=8, omega=2 ** 18, density=0.5), kwargs)
+    return _create_sw_mlp('sw_mlp_o18_32', pretrained=pretrained, **args)

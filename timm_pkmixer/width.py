@@ -1,0 +1,88 @@
+"""Width and sparsity of Mixers seen as wide sparse MLPs (Hayase & Karakida 2024, §4.1, App. C.4).
+
+Notation: S tokens, C channels, expansion factor γ, effective width m = S·C, Ω = average number
+of connections (non-zero weights) per layer, p = ratio of non-zero entries of the effective weight.
+"""
+import math
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+__all__ = [
+    'mixer_omega', 'tokens_for_omega', 'optimal_width', 'density', 'sw_mlp_width', 'MixerGeometry',
+]
+
+
+def _positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f'{name} must be positive, got {value}')
+
+
+def mixer_omega(num_tokens: float, dim: float, gamma: float = 1.0) -> float:
+    """Ω = γ(C·S² + C²·S)/2 (eq. 14); the S-Mixer is γ = 1 (eq. S.42)."""
+    _positive('S', num_tokens), _positive('C', dim), _positive('gamma', gamma)
+    return gamma * (dim * num_tokens ** 2 + dim ** 2 * num_tokens) / 2
+
+
+def tokens_for_omega(dim: float, omega: float, gamma: float = 1.0) -> float:
+    """S(C) at fixed Ω and γ: S = (√(C² + 8Ω/(γC)) − C)/2, the positive root of eq. 14."""
+    _positive('C', dim), _positive('omega', omega), _positive('gamma', gamma)
+    return (math.sqrt(dim ** 2 + 8 * omega / (gamma * dim)) - dim) / 2
+
+
+def optimal_width(omega: float, gamma: float = 1.0) -> tuple:
+    """(C* = S* = (Ω/γ)^(1/3), max m = (Ω/γ)^(2/3)) (eq. 15)."""
+    _positive('omega', omega), _positive('gamma', gamma)
+    c_star = (omega / gamma) ** (1 / 3)
+    return c_star, c_star ** 2
+
+
+def density(omega: float, gamma: float, width: float) -> float:
+    """p = Ω/(γ m²) (eq. 13): the ratio of non-zero entries of the effective weight."""
+    _positive('omega', omega), _positive('gamma', gamma), _positive('m', width)
+    return omega / (gamma * width ** 2)
+
+
+def sw_mlp_width(omega: float, p: float, gamma: float = 1.0) -> int:
+    """Width m of an SW-MLP with Ω connections per layer at density p: m = √(Ω/(γp)) (eq. 13, S.43)."""
+    _positive('omega', omega), _positive('gamma', gamma)
+    if not 0 < p <= 1:
+        raise ValueError(f'density p must be in (0, 1], got {p}')
+    return round(math.sqrt(omega / (gamma * p)))
+
+
+@dataclass(frozen=True)
+class MixerGeometry:
+    """Width numbers of one Mixer: each mixing layer is an m×(γm) effective weight of density p."""
+    num_tokens: int          # S
+    dim: int                 # C
+    depth: int               # L
+    token_hidden: Optional[int]    # hidden width of the token MLP (None: one FC, S-Mixer)
+    channel_hidden: Optional[int]  # hidden width of the channel MLP
+
+    @property
+    def width(self) -> int:
+        """Effective width m = S·C."""
+        return self.num_tokens * self.dim
+
+    @property
+    def gamma_tokens(self) -> float:
+        return (self.token_hidden or self.num_tokens) / self.num_tokens
+
+    @property
+    def gamma_channels(self) -> float:
+        return (self.channel_hidden or self.dim) / self.dim
+
+    @property
+    def omega(self) -> float:
+        """Average connections per layer: (C·S·h_S + S·C·h_C)/2, which is eq. 14 for h = γS, γC."""
+        s, c = self.num_tokens, self.dim
+        return (c * s * (self.token_hidden or s) + s * c * (self.channel_hidden or c)) / 2
+
+    @property
+    def density(self) -> float:
+        """p = (1/C + 1/S)/2: token layers have density 1/C, channel layers 1/S (= Ω/(γm²))."""
+        return (1 / self.dim + 1 / self.num_tokens) / 2
+
+    def as_dict(self) -> dict:
+        return dict(asdict(self), width=self.width, gamma_tokens=self.gamma_tokens,
+                    gamma_channels=self.gamma_channels, omega=self.omega, density=self.density)
