@@ -41,7 +41,6 @@ class _TimmImportHook(importlib.abc.MetaPathFinder):
 
         def exec_then_register(module):
             exec_module(module)
-            sys.modules[module.__name__] = module
             _register()
 
         spec.loader.exec_module = exec_then_register

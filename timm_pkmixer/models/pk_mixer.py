@@ -410,9 +410,14 @@ default_cfgs = generate_default_cfgs({
 })
 
 
-def _timm_shape(embed_dim: int, **kwargs) -> Dict[str, Any]:
-    return dict(embed_dim=embed_dim, token_hidden_dim=embed_dim // 2, mlp_ratio=4.0, norm_eps=1e-6,
-                weight_init='timm', **kwargs)
+def _timm_shape(overrides: Dict[str, Any], embed_dim: int, **defaults) -> Dict[str, Any]:
+    """timm's Mixer shapes: token hidden C/2 (of the final C), channel hidden 4C, LN eps 1e-6, timm init.
+    A caller's `mlp_ratio` switches to the paper's γS / γC hidden widths."""
+    args = merge_args(dict(embed_dim=embed_dim, mlp_ratio=4.0, norm_eps=1e-6, weight_init='timm', **defaults),
+                      overrides)
+    if 'mlp_ratio' not in overrides and args.get('block_type', 'mlp') == 'mlp':
+        args.setdefault('token_hidden_dim', args['embed_dim'] // 2)
+    return args
 
 
 def _b_w(**kwargs) -> Dict[str, Any]:
@@ -435,42 +440,42 @@ def _s_mixer(size: int, **kwargs) -> Dict[str, Any]:
 @register_model
 def pk_mixer_s16_224(pretrained: bool = False, **kwargs) -> PKMixer:
     """Mixer-S/16 as a PK layer network (timm's `mixer_s16_224`)."""
-    args = merge_args(_timm_shape(512, patch_size=16, num_blocks=8), kwargs)
+    args = _timm_shape(kwargs, 512, patch_size=16, num_blocks=8)
     return _create_pk_mixer('pk_mixer_s16_224', pretrained=pretrained, **args)
 
 
 @register_model
 def pk_mixer_b16_224(pretrained: bool = False, **kwargs) -> PKMixer:
     """Mixer-B/16 as a PK layer network (timm's `mixer_b16_224`)."""
-    args = merge_args(_timm_shape(768, patch_size=16, num_blocks=12), kwargs)
+    args = _timm_shape(kwargs, 768, patch_size=16, num_blocks=12)
     return _create_pk_mixer('pk_mixer_b16_224', pretrained=pretrained, **args)
 
 
 @register_model
 def pk_mixer_l16_224(pretrained: bool = False, **kwargs) -> PKMixer:
     """Mixer-L/16 as a PK layer network (timm's `mixer_l16_224`)."""
-    args = merge_args(_timm_shape(1024, patch_size=16, num_blocks=24), kwargs)
+    args = _timm_shape(kwargs, 1024, patch_size=16, num_blocks=24)
     return _create_pk_mixer('pk_mixer_l16_224', pretrained=pretrained, **args)
 
 
 @register_model
 def rp_mixer_s16_224(pretrained: bool = False, **kwargs) -> PKMixer:
     """RP Mixer-S/16: timm's Mixer-S/16 shapes with random permutations."""
-    args = merge_args(_timm_shape(512, patch_size=16, num_blocks=8, permutation='random'), kwargs)
+    args = _timm_shape(kwargs, 512, patch_size=16, num_blocks=8, permutation='random')
     return _create_pk_mixer('rp_mixer_s16_224', pretrained=pretrained, **args)
 
 
 @register_model
 def rp_mixer_b16_224(pretrained: bool = False, **kwargs) -> PKMixer:
     """RP Mixer-B/16: timm's Mixer-B/16 shapes with random permutations."""
-    args = merge_args(_timm_shape(768, patch_size=16, num_blocks=12, permutation='random'), kwargs)
+    args = _timm_shape(kwargs, 768, patch_size=16, num_blocks=12, permutation='random')
     return _create_pk_mixer('rp_mixer_b16_224', pretrained=pretrained, **args)
 
 
 @register_model
 def rp_mixer_l16_224(pretrained: bool = False, **kwargs) -> PKMixer:
     """RP Mixer-L/16: timm's Mixer-L/16 shapes with random permutations."""
-    args = merge_args(_timm_shape(1024, patch_size=16, num_blocks=24, permutation='random'), kwargs)
+    args = _timm_shape(kwargs, 1024, patch_size=16, num_blocks=24, permutation='random')
     return _create_pk_mixer('rp_mixer_l16_224', pretrained=pretrained, **args)
 
 

@@ -1,0 +1,49 @@
+"""`pkmixer models` and `pkmixer demo`."""
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import timm
+
+from timm_pkmixer.catalog import list_pkmixer_models, summarize
+from timm_pkmixer.demo import SHAPES, run_demo, write_shapes_dataset
+
+
+def test_models_table_lists_every_model():
+    exe = shutil.which('pkmixer') or [sys.executable, '-m', 'timm_pkmixer']
+    cmd = [exe, 'models'] if isinstance(exe, str) else exe + ['models']
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    names = list_pkmixer_models()
+    assert len(names) == 17
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ['model', 'family', 'params']
+    assert sorted(line.split()[0] for line in lines[1:]) == sorted(names)
+    row = next(line for line in lines if line.startswith('rp_mixer_b_w ')).split()
+    assert row[1:4] == ['RP', 'MLP-Mixer', '31.06'] and row[6:9] == ['256', '588', '8'] and row[10] == '150528'
+
+
+def test_summary_numbers():
+    s = summarize('pk_mixer_b16_224')
+    assert s.params == sum(p.numel() for p in timm.create_model('mixer_b16_224', device='meta').parameters())
+    assert abs(s.gmacs - 12.6) < 0.05  # timm lists mixer_b16_224 at 12.62 GMACs
+    assert s.width == 196 * 768 and s.gamma == '1.96/4'
+    sw = summarize('sw_mlp_o18_32')
+    assert sw.family == 'SW-MLP' and sw.width == 724 and sw.density == 0.5
+
+
+def test_shapes_dataset(tmp_path):
+    write_shapes_dataset(str(tmp_path), train_per_class=3, val_per_class=2)
+    for split, n in (('train', 3), ('validation', 2)):
+        assert sorted(os.listdir(tmp_path / split)) == sorted(SHAPES)
+        assert all(len(os.listdir(tmp_path / split / c)) == n for c in SHAPES)
+
+
+def test_demo_runs_end_to_end():
+    lines = []
+    results = run_demo(models=['s_mixer_rp_s64c64_32'], epochs=2, train_per_class=8, batch_size=16, log=lines.append)
+    (r,) = results
+    assert r.model == 's_mixer_rp_s64c64_32' and r.width == 4096 and r.params == 76356
+    assert math.isfinite(r.train_loss) and 0 <= r.val_acc <= 100
+    assert any('epoch 2/2' in line for line in lines) and lines[-1].startswith('s_mixer_rp_s64c64_32')
