@@ -18,13 +18,13 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
-from timm.layers import ClassifierHead, PatchEmbed, get_act_layer, lecun_normal_
+from timm.layers import PatchEmbed, get_act_layer, get_device_dtype, lecun_normal_
 from timm.models import build_model_with_cfg, checkpoint_seq, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 
 from ..layers import MaskedLinear
 from ..width import sw_mlp_width
-from ._common import check_patch, check_positive, merge_args, paper_cfg
+from ._common import check_choice, check_patch, check_positive, merge_args, paper_cfg
 
 __all__ = ['SparseBlock', 'SwMlp']
 
@@ -105,6 +105,7 @@ class SwMlp(nn.Module):
         check_positive(num_blocks=num_blocks, embed_dim=embed_dim, omega=omega, width=width, mlp_ratio=mlp_ratio,
                        in_chans=in_chans, norm_eps=norm_eps)
         check_positive(num_classes=num_classes + 1)
+        check_choice('global_pool', global_pool, ('', 'avg'))
         if isinstance(density, bool) or not isinstance(density, (int, float)) or not 0. < density <= 1.:
             raise ValueError(f'density p must be in (0, 1], got {density!r}')
         grid = check_patch(img_size, patch_size)
@@ -114,6 +115,7 @@ class SwMlp(nn.Module):
 
         self.num_classes = num_classes
         self.in_chans = in_chans
+        self.global_pool = global_pool
         self.density = float(density)
         self.width = width
         self.omega = density * gamma * width ** 2
@@ -133,7 +135,8 @@ class SwMlp(nn.Module):
         self.feature_info = [
             dict(module=f'blocks.{i}', num_chs=width, reduction=max(to_hw(img_size))) for i in range(num_blocks)]
         self.norm = nn.LayerNorm(width, eps=norm_eps, **dd)
-        self.head = ClassifierHead(width, num_classes, pool_type=global_pool, drop_rate=drop_rate, **dd)
+        self.head_drop = nn.Dropout(drop_rate)
+        self.head = nn.Linear(width, num_classes, **dd) if num_classes > 0 else nn.Identity()
         self.init_weights()
 
     @torch.jit.ignore
@@ -159,11 +162,16 @@ class SwMlp(nn.Module):
 
     @torch.jit.ignore
     def get_classifier(self) -> nn.Module:
-        return self.head.fc
+        return self.head
 
     def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
+        dd = get_device_dtype(self)
         self.num_classes = num_classes
-        self.head.reset(num_classes, pool_type=global_pool)
+        if global_pool is not None:
+            check_choice('global_pool', global_pool, ('', 'avg'))
+            self.global_pool = global_pool
+        self.head = nn.Linear(self.width, num_classes, **dd) if num_classes > 0 else nn.Identity()
+        self.head.train(self.training)
 
     def _vector_features(self, x: torch.Tensor) -> torch.Tensor:
         x = self.stem(x)                         # (B, S0, C) per-patch FC
@@ -217,7 +225,11 @@ class SwMlp(nn.Module):
         return self.norm(x)[:, :, None, None]
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        return self.head(x, pre_logits=pre_logits)
+        """(B, m, 1, 1) → (B, num_classes); 'avg' pooling of the single position is a flatten."""
+        if self.global_pool == 'avg':
+            x = x.flatten(1)
+        x = self.head_drop(x)
+        return x if pre_logits else self.head(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))
@@ -237,8 +249,7 @@ def _create_sw_mlp(variant: str, pretrained: bool = False, **kwargs) -> SwMlp:
 
 
 default_cfgs = generate_default_cfgs({
-    'sw_mlp_o18_32': paper_cfg(input_size=(3, 32, 32), pool_size=(1, 1), crop_pct=1.0, num_classes=10,
-                               classifier='head.fc'),
+    'sw_mlp_o18_32': paper_cfg(input_size=(3, 32, 32), pool_size=(1, 1), crop_pct=1.0, num_classes=10),
 })
 
 
