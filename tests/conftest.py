@@ -21,3 +21,12 @@ def run_python(code: str, env_extra: dict = None, cwd: str = None) -> subprocess
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@torch.no_grad()
+def randomize_(model: torch.nn.Module, std: float = 0.02) -> torch.nn.Module:
+    """Perturb every parameter (the head is zero-initialised: outputs would otherwise be constant)."""
+    gen = torch.Generator().manual_seed(1234)
+    for p in model.parameters():
+        p.add_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * std)
+    return model

@@ -1,0 +1,48 @@
+"""Run timm's own model test-suite (tests/test_models.py of the installed timm version) on our models.
+
+timm ships its tests in the source distribution on PyPI, not in the wheel. This script downloads the sdist
+of the *installed* timm version (`pip download --no-deps --no-binary :all: timm==<version>`) into
+``.cache/timm-sdist/`` (nothing of it is committed), and runs its ``tests/test_models.py`` with
+``TORCH_BACKEND=timm_pkmixer`` (imported by the suite before collection, which registers our models) and
+``GITHUB_ACTIONS=true`` (as timm's CI: no pretrained downloads), selecting our families with ``-k``.
+
+Usage: python tests/timm_suite.py [extra pytest args]
+"""
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import timm
+
+ROOT = Path(__file__).resolve().parent.parent
+SELECT = 'pk_mixer or rp_mixer or s_mixer or sw_mlp'
+
+
+def timm_tests_dir(version: str) -> Path:
+    cache = ROOT / '.cache' / 'timm-sdist'
+    target = cache / f'timm-{version}'
+    if (target / 'tests' / 'test_models.py').exists():
+        return target / 'tests'
+    cache.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, '-m', 'pip', 'download', '-q', '--no-deps', '--no-binary', ':all:',
+                    f'timm=={version}', '-d', str(cache)], check=True)
+    sdist = next(cache.glob(f'timm-{version}.tar.gz'))
+    with tarfile.open(sdist) as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith(f'timm-{version}/tests/')]
+        tar.extractall(cache, members=members, filter='data')
+    return target / 'tests'
+
+
+def main() -> int:
+    tests = timm_tests_dir(timm.__version__)
+    env = dict(os.environ, TORCH_BACKEND='timm_pkmixer', GITHUB_ACTIONS='true')
+    cmd = [sys.executable, '-m', 'pytest', str(tests / 'test_models.py'), '-k', SELECT, '-q', '-p', 'no:cacheprovider',
+           '--rootdir', str(tests), *sys.argv[1:]]
+    print(f'timm {timm.__version__}: running its tests/test_models.py on our models (-k "{SELECT}")', flush=True)
+    return subprocess.run(cmd, env=env, cwd=str(tests)).returncode
+
+
+if __name__ == '__main__':
+    sys.exit(main())
