@@ -8,7 +8,6 @@ W ~ N(0, 1/(p · fan_in)) on the kept entries: M ⊙ W has the variance 1/fan_in
 layer, the same as the paper's scaled mask (value 1/√p) with A ~ N(0, 1/m).
 """
 import math
-from typing import Optional
 
 import numpy as np
 import torch

@@ -1,9 +1,12 @@
 """Argument checks and the config helper shared by the model files."""
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional, Union
 
-from timm.layers import to_2tuple
+import torch
+import torch.nn as nn
+from timm.layers import get_device_dtype, to_2tuple
+from timm.models._features import feature_take_indices
 
-__all__ = ['check_positive', 'check_choice', 'check_patch', 'merge_args', 'paper_cfg']
+__all__ = ['check_positive', 'check_choice', 'check_patch', 'merge_args', 'paper_cfg', 'HeadAndBlocksMixin']
 
 
 def check_positive(**values: Any) -> None:
@@ -48,3 +51,40 @@ def paper_cfg(url: str = '', **kwargs: Any) -> Dict[str, Any]:
         'paper_name': 'Understanding MLP-Mixer as a Wide and Sparse MLP',
         **kwargs,
     }
+
+
+class HeadAndBlocksMixin:
+    """timm's classifier / pruning / checkpointing API for a model with `blocks`, `norm`, `head`,
+    `num_features`, `num_classes` and `global_pool` ('avg' or '')."""
+
+    @torch.jit.ignore
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        self.grad_checkpointing = enable
+
+    @torch.jit.ignore
+    def get_classifier(self) -> nn.Module:
+        return self.head
+
+    def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
+        dd = get_device_dtype(self)
+        self.num_classes = num_classes
+        if global_pool is not None:
+            check_choice('global_pool', global_pool, ('', 'avg'))
+            self.global_pool = global_pool
+        self.head = nn.Linear(self.num_features, num_classes, **dd) if num_classes > 0 else nn.Identity()
+        self.head.train(self.training)
+
+    def prune_intermediate_layers(
+            self,
+            indices: Union[int, List[int]] = 1,
+            prune_norm: bool = False,
+            prune_head: bool = True,
+    ) -> List[int]:
+        """Drop the blocks after the last of `indices` (and the norm / head if asked); returns the kept indices."""
+        take_indices, max_index = feature_take_indices(len(self.blocks), indices)
+        self.blocks = self.blocks[:max_index + 1]
+        if prune_norm:
+            self.norm = nn.Identity()
+        if prune_head:
+            self.reset_classifier(0, '')
+        return take_indices

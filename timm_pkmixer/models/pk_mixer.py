@@ -27,15 +27,15 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
-from timm.layers import DropPath, PatchEmbed, get_act_layer, get_device_dtype, lecun_normal_, to_2tuple
+from timm.layers import DropPath, PatchEmbed, get_act_layer, lecun_normal_, to_2tuple
 from timm.models import build_model_with_cfg, checkpoint, checkpoint_seq, named_apply
 from timm.models._features import feature_take_indices
 from timm.models import generate_default_cfgs, register_model
 from timm.models.mlp_mixer import _init_weights as _timm_mixer_init_weights
 
-from ..layers import FixedPermutation, PKMlp, SkipLayer, make_pk_mlp
+from ..layers import FixedPermutation, SkipLayer, make_pk_mlp
 from ..width import MixerGeometry
-from ._common import check_choice, check_patch, check_positive, merge_args, paper_cfg
+from ._common import HeadAndBlocksMixin, check_choice, check_patch, check_positive, merge_args, paper_cfg
 
 __all__ = ['PKMixerBlock', 'PKMixer']
 
@@ -85,7 +85,7 @@ class PKMixerBlock(nn.Module):
         return x
 
 
-class PKMixer(nn.Module):
+class PKMixer(HeadAndBlocksMixin, nn.Module):
     """MLP-Mixer / S-Mixer of the PK family, normal or Random-Permuted.
 
     Input (B, in_chans, H, W); ``forward_features`` gives (B, S, C) tokens (NLC), ``forward`` logits.
@@ -233,23 +233,6 @@ class PKMixer(nn.Module):
             blocks=[(r'^blocks\.(\d+)', None), (r'^norm', (99999,))]
         )
 
-    @torch.jit.ignore
-    def set_grad_checkpointing(self, enable: bool = True) -> None:
-        self.grad_checkpointing = enable
-
-    @torch.jit.ignore
-    def get_classifier(self) -> nn.Module:
-        return self.head
-
-    def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
-        dd = get_device_dtype(self)
-        self.num_classes = num_classes
-        if global_pool is not None:
-            check_choice('global_pool', global_pool, ('', 'avg'))
-            self.global_pool = global_pool
-        self.head = nn.Linear(self.embed_dim, num_classes, **dd) if num_classes > 0 else nn.Identity()
-        self.head.train(self.training)
-
     def forward_intermediates(
             self,
             x: torch.Tensor,
@@ -298,20 +281,6 @@ class PKMixer(nn.Module):
             return intermediates
         x = self.norm(x)
         return x, intermediates
-
-    def prune_intermediate_layers(
-            self,
-            indices: Union[int, List[int]] = 1,
-            prune_norm: bool = False,
-            prune_head: bool = True,
-    ) -> List[int]:
-        take_indices, max_index = feature_take_indices(len(self.blocks), indices)
-        self.blocks = self.blocks[:max_index + 1]
-        if prune_norm:
-            self.norm = nn.Identity()
-        if prune_head:
-            self.reset_classifier(0, '')
-        return take_indices
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """(B, in_chans, H, W) → (B, S, C)."""

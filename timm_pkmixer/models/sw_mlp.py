@@ -18,13 +18,13 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
-from timm.layers import PatchEmbed, get_act_layer, get_device_dtype, lecun_normal_
+from timm.layers import PatchEmbed, get_act_layer, lecun_normal_
 from timm.models import build_model_with_cfg, checkpoint_seq, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 
 from ..layers import MaskedLinear
 from ..width import sw_mlp_width
-from ._common import check_choice, check_patch, check_positive, merge_args, paper_cfg
+from ._common import HeadAndBlocksMixin, check_choice, check_patch, check_positive, merge_args, paper_cfg
 
 __all__ = ['SparseBlock', 'SwMlp']
 
@@ -59,7 +59,7 @@ class SparseBlock(nn.Module):
         return x + y
 
 
-class SwMlp(nn.Module):
+class SwMlp(HeadAndBlocksMixin, nn.Module):
     """SW-MLP: (B, in_chans, H, W) → (B, num_classes); ``forward_features`` gives (B, m, 1, 1)."""
 
     def __init__(
@@ -156,23 +156,6 @@ class SwMlp(nn.Module):
     def group_matcher(self, coarse: bool = False) -> Dict[str, Any]:
         return dict(stem=r'^stem|^in_proj', blocks=[(r'^blocks\.(\d+)', None), (r'^norm', (99999,))])
 
-    @torch.jit.ignore
-    def set_grad_checkpointing(self, enable: bool = True) -> None:
-        self.grad_checkpointing = enable
-
-    @torch.jit.ignore
-    def get_classifier(self) -> nn.Module:
-        return self.head
-
-    def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
-        dd = get_device_dtype(self)
-        self.num_classes = num_classes
-        if global_pool is not None:
-            check_choice('global_pool', global_pool, ('', 'avg'))
-            self.global_pool = global_pool
-        self.head = nn.Linear(self.width, num_classes, **dd) if num_classes > 0 else nn.Identity()
-        self.head.train(self.training)
-
     def _vector_features(self, x: torch.Tensor) -> torch.Tensor:
         x = self.stem(x)                         # (B, S0, C) per-patch FC
         return self.in_proj(x.flatten(1))        # (B, m)
@@ -200,20 +183,6 @@ class SwMlp(nn.Module):
         if intermediates_only:
             return intermediates
         return self.norm(x)[:, :, None, None], intermediates
-
-    def prune_intermediate_layers(
-            self,
-            indices: Union[int, List[int]] = 1,
-            prune_norm: bool = False,
-            prune_head: bool = True,
-    ) -> List[int]:
-        take_indices, max_index = feature_take_indices(len(self.blocks), indices)
-        self.blocks = self.blocks[:max_index + 1]
-        if prune_norm:
-            self.norm = nn.Identity()
-        if prune_head:
-            self.reset_classifier(0, '')
-        return take_indices
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """(B, in_chans, H, W) → (B, m, 1, 1)."""
