@@ -3,7 +3,7 @@ from typing import Any, Dict, List, Optional, Union
 
 import torch
 import torch.nn as nn
-from timm.layers import get_device_dtype, to_2tuple
+from timm.layers import to_2tuple
 from timm.models._features import feature_take_indices
 
 __all__ = ['check_positive', 'check_choice', 'check_patch', 'merge_args', 'paper_cfg', 'HeadAndBlocksMixin']
@@ -66,7 +66,8 @@ class HeadAndBlocksMixin:
         return self.head
 
     def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
-        dd = get_device_dtype(self)
+        ref = next(self.parameters())
+        dd = {'device': ref.device, 'dtype': ref.dtype}
         self.num_classes = num_classes
         if global_pool is not None:
             check_choice('global_pool', global_pool, ('', 'avg'))
