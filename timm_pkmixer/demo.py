@@ -146,10 +146,11 @@ def run_demo(
     """Train each model in turn on `data_dir` (or freshly written Synthetic Shapes) and report."""
     with tempfile.TemporaryDirectory(prefix='pkmixer-demo-') as tmp:
         if data_dir is None:
-            data_dir = write_shapes_dataset(tmp, train_per_class=train_per_class,
-                                            val_per_class=max(1, train_per_class // 4), seed=seed)
+            val_per_class = max(1, train_per_class // 4)
+            data_dir = write_shapes_dataset(tmp, train_per_class=train_per_class, val_per_class=val_per_class,
+                                            seed=seed)
             log(f'Synthetic Shapes ({", ".join(SHAPES)}; 32x32 RGB): {len(SHAPES) * train_per_class} train / '
-                f'{len(SHAPES) * max(1, train_per_class // 4)} validation images written to {data_dir}')
+                f'{len(SHAPES) * val_per_class} validation images written to {data_dir}')
         train_dir = _split_dir(data_dir, ('train',))
         val_dir = _split_dir(data_dir, ('validation', 'val'))
         results = [_train_one(m, train_dir, val_dir, epochs, batch_size, lr, seed, log) for m in models]

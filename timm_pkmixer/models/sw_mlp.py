@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
-from timm.layers import PatchEmbed, get_act_layer, lecun_normal_
+from timm.layers import PatchEmbed, get_act_layer, lecun_normal_, to_2tuple
 from timm.models import build_model_with_cfg, checkpoint_seq, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 
@@ -133,7 +133,7 @@ class SwMlp(HeadAndBlocksMixin, nn.Module):
                         act_layer=act_layer, **dd)
             for i in range(num_blocks)])
         self.feature_info = [
-            dict(module=f'blocks.{i}', num_chs=width, reduction=max(to_hw(img_size))) for i in range(num_blocks)]
+            dict(module=f'blocks.{i}', num_chs=width, reduction=max(to_2tuple(img_size))) for i in range(num_blocks)]
         self.norm = nn.LayerNorm(width, eps=norm_eps, **dd)
         self.head_drop = nn.Dropout(drop_rate)
         self.head = nn.Linear(width, num_classes, **dd) if num_classes > 0 else nn.Identity()
@@ -202,10 +202,6 @@ class SwMlp(HeadAndBlocksMixin, nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))
-
-
-def to_hw(img_size: Union[int, Tuple[int, int]]) -> Tuple[int, int]:
-    return (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
 
 
 def _create_sw_mlp(variant: str, pretrained: bool = False, **kwargs) -> SwMlp:
