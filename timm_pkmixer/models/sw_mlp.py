@@ -22,6 +22,7 @@ from timm.layers import PatchEmbed, get_act_layer, lecun_normal_, to_2tuple
 from timm.models import build_model_with_cfg, checkpoint_seq, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 
+from ..distributed import check_replicas_if_distributed
 from ..layers import MaskedLinear
 from ..width import sw_mlp_width
 from ._common import HeadAndBlocksMixin, check_choice, check_patch, check_positive, merge_args, paper_cfg
@@ -206,11 +207,12 @@ class SwMlp(HeadAndBlocksMixin, nn.Module):
 
 def _create_sw_mlp(variant: str, pretrained: bool = False, **kwargs) -> SwMlp:
     out_indices = kwargs.pop('out_indices', 3)
-    return build_model_with_cfg(
+    model = build_model_with_cfg(
         SwMlp, variant, pretrained,
         feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
         **kwargs,
     )
+    return check_replicas_if_distributed(model, variant)
 
 
 default_cfgs = generate_default_cfgs({
