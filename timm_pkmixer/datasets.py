@@ -5,7 +5,6 @@ its ``test`` split to ``DIR/validation/<class>/`` as PNG files, which timm's def
 with ``--data-dir DIR``.
 """
 import argparse
-import sys
 from pathlib import Path
 from typing import Dict, Sequence
 

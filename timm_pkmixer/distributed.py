@@ -18,7 +18,6 @@ from collections import defaultdict
 from datetime import timedelta
 from typing import Dict, Iterator, List, Optional
 
-import torch
 import torch.distributed as dist
 from torch import nn
 
