@@ -42,6 +42,7 @@ STUB_TRAIN_PY = textwrap.dedent('''
     parser.add_argument('--model-kwargs', nargs='*', default={}, action=ParseKwargs)
     parser.add_argument('--device-modules', nargs='+', default=None)
     parser.add_argument('--out', default='')
+    parser.add_argument('--fail', action='store_true')
 
     def _parse_args():
         args_config, remaining = config_parser.parse_known_args()
@@ -53,6 +54,8 @@ STUB_TRAIN_PY = textwrap.dedent('''
 
     def main():
         args, _ = _parse_args()
+        if args.fail:
+            raise ValueError('boom inside training')
         import timm
         rank = os.environ.get('RANK', '0')
         record = dict(argv=sys.argv, batch_size=args.batch_size, grad_accum_steps=args.grad_accum_steps,
@@ -132,6 +135,14 @@ def test_global_batch_sets_the_accumulation_steps(stub):
     proc = pkmixer('train', '--train-py', train_py, '--global-batch', 100, recipe, '-b', 16, env_extra=env)
     assert proc.returncode == 2
     assert '--global-batch 100 is not a multiple of batch_size 16 × 2 processes = 32' in proc.stderr
+
+
+def test_errors_of_train_py_itself_propagate_with_their_traceback(stub):
+    train_py, recipe, out = stub
+    proc = pkmixer('train', '--train-py', train_py, recipe, '--out', out, '--fail')
+    assert proc.returncode == 1
+    assert 'Traceback' in proc.stderr and 'ValueError: boom inside training' in proc.stderr
+    assert 'pkmixer train: boom' not in proc.stderr
 
 
 def test_unknown_recipe_key_stops_the_launch(stub):

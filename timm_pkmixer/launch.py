@@ -10,12 +10,13 @@ import hashlib
 import os
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from types import ModuleType
+from typing import Dict, List, Optional, Tuple
 
 from .recipes import check_recipe_keys, load_recipe, load_train_py, resolve_batch_and_lr, train_py_arguments
 
-__all__ = ['TRAIN_PY_ENV', 'find_train_py', 'missing_train_py_message', 'format_train_args', 'run_train',
-           'add_train_command']
+__all__ = ['TRAIN_PY_ENV', 'find_train_py', 'missing_train_py_message', 'format_train_args', 'prepare_train',
+           'run_train', 'add_train_command']
 
 TRAIN_PY_ENV = 'TIMM_TRAIN_PY'
 
@@ -80,9 +81,13 @@ def _print_plan(args: argparse.Namespace, world_size: int) -> None:
           f'{args.opt}, {args.sched} schedule, {args.epochs} epochs', flush=True)
 
 
-def run_train(recipe: str, train_args: List[str], train_py: Optional[str] = None,
-              global_batch: Optional[int] = None, dry_run: bool = False) -> int:
-    """Check the recipe against train.py, print the resolved plan, then run train.py's ``main()``."""
+def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = None,
+                  global_batch: Optional[int] = None) -> Tuple[ModuleType, List[str]]:
+    """Import train.py, check the recipe's keys against its parser, resolve and print the plan.
+
+    Returns (train.py module, its argv). Raises FileNotFoundError / ValueError for a missing train.py, an
+    unknown recipe key or an impossible ``global_batch``.
+    """
     import timm_pkmixer  # noqa: F401  (registers the models even with TIMM_PKMIXER_AUTOLOAD=0)
     path = find_train_py(train_py)
     module = load_train_py(str(path))
@@ -99,18 +104,19 @@ def run_train(recipe: str, train_args: List[str], train_py: Optional[str] = None
                              f'{world_size} processes = {per_step}')
         argv += ['--grad-accum-steps', str(global_batch // per_step)]
         args = _resolve(module, argv)
-    rank = int(os.environ.get('RANK', '0'))
-    if rank == 0:
+    if int(os.environ.get('RANK', '0')) == 0:
         _print_plan(args, world_size)
-    if dry_run:
-        return 0
+    return module, argv
+
+
+def run_train(module: ModuleType, argv: List[str]) -> None:
+    """Run train.py's ``main()`` with ``sys.argv = argv``; its exceptions propagate unchanged."""
     old = sys.argv
     sys.argv = argv
     try:
         module.main()
     finally:
         sys.argv = old
-    return 0
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -124,10 +130,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
             print('pkmixer train: a RECIPE is required (e.g. train_recipes/imagenet/rp_mixer_b_w.yaml)',
                   file=sys.stderr)
             return 2
-        return run_train(args.recipe, args.train_args, args.train_py, args.global_batch, args.dry_run)
+        module, argv = prepare_train(args.recipe, args.train_args, args.train_py, args.global_batch)
     except (FileNotFoundError, ValueError) as e:
         print(f'pkmixer train: {e}', file=sys.stderr)
         return 2
+    if not args.dry_run:
+        run_train(module, argv)
+    return 0
 
 
 def add_train_command(subparsers) -> None:
