@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--train-per-class', type=int, default=300, help='synthetic images per class (train)')
     p.set_defaults(func=_cmd_demo)
+    from .hub import add_push_command; add_push_command(sub)  # noqa: E702
     return parser
 
 
