@@ -34,7 +34,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .datasets import add_prepare_stl10_command
     from .demo import DEFAULT_MODELS
+    from .hub import add_push_command
+    from .launch import add_train_command
+    from .sweep import add_sweep_command
     parser = argparse.ArgumentParser(prog='pkmixer', description=__doc__.splitlines()[0] + ' PK-family Mixers for timm.')
     sub = parser.add_subparsers(dest='command', required=True)
 
@@ -52,7 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--train-per-class', type=int, default=300, help='synthetic images per class (train)')
     p.set_defaults(func=_cmd_demo)
-    from .hub import add_push_command; add_push_command(sub)  # noqa: E702
+
+    add_train_command(sub)
+    add_sweep_command(sub)
+    add_prepare_stl10_command(sub)
+    add_push_command(sub)
     return parser
 
 

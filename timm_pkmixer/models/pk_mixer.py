@@ -33,6 +33,7 @@ from timm.models._features import feature_take_indices
 from timm.models import generate_default_cfgs, register_model
 from timm.models.mlp_mixer import _init_weights as _timm_mixer_init_weights
 
+from ..distributed import check_replicas_if_distributed
 from ..layers import FixedPermutation, SkipLayer, make_pk_mlp
 from ..width import MixerGeometry
 from ._checkpoint import check_checkpoint_fits, mixer_shape
@@ -347,7 +348,7 @@ def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: PKMixer) ->
 
 def _create_pk_mixer(variant: str, pretrained: bool = False, **kwargs) -> PKMixer:
     out_indices = kwargs.pop('out_indices', 3)
-    return build_model_with_cfg(
+    model = build_model_with_cfg(
         PKMixer,
         variant,
         pretrained,
@@ -355,6 +356,7 @@ def _create_pk_mixer(variant: str, pretrained: bool = False, **kwargs) -> PKMixe
         feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
         **kwargs,
     )
+    return check_replicas_if_distributed(model, variant)
 
 
 def _cfg32(**kwargs) -> Dict[str, Any]:

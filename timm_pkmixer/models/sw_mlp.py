@@ -22,6 +22,7 @@ from timm.layers import PatchEmbed, get_act_layer, lecun_normal_, to_2tuple
 from timm.models import build_model_with_cfg, checkpoint_seq, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 
+from ..distributed import check_replicas_if_distributed
 from ..layers import MaskedLinear
 from ..width import sw_mlp_width
 from ._checkpoint import check_checkpoint_fits
@@ -214,12 +215,13 @@ def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: SwMlp) -> D
 
 def _create_sw_mlp(variant: str, pretrained: bool = False, **kwargs) -> SwMlp:
     out_indices = kwargs.pop('out_indices', 3)
-    return build_model_with_cfg(
+    model = build_model_with_cfg(
         SwMlp, variant, pretrained,
         pretrained_filter_fn=checkpoint_filter_fn,
         feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
         **kwargs,
     )
+    return check_replicas_if_distributed(model, variant)
 
 
 default_cfgs = generate_default_cfgs({

@@ -1,0 +1,87 @@
+"""Data-parallel training with 2 gloo processes under torchrun: replicas stay identical and match one process."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+from timm.optim import create_optimizer_v2
+
+sys.path.insert(0, str(Path(__file__).parent))
+import dist_worker  # noqa: E402
+
+WORKER = Path(__file__).parent / 'dist_worker.py'
+
+
+def torchrun(mode: str, out: Path, env_extra: dict = None) -> list:
+    env = dict(os.environ, OMP_NUM_THREADS='1', **(env_extra or {}))
+    cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', str(WORKER), mode,
+           str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, f'torchrun failed:\n{proc.stdout}\n{proc.stderr}'
+    return [json.loads((out / f'rank{r}.json').read_text()) for r in range(2)]
+
+
+@pytest.fixture(scope='module')
+def sync_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp('ddp')
+    return out, torchrun('sync', out)
+
+
+def test_ranks_hold_identical_permutations_and_parameters(sync_run):
+    _, reports = sync_run
+    for r in reports:
+        assert r['world_size'] == 2
+        assert r['ddp_class'] == 'CpuFriendlyDDP'
+        assert r['init_weights_differ']  # each rank initialised its own weights (seed + rank, as train.py)...
+        assert r['params_same_at_start']  # ...and DDP made them rank 0's
+        assert r['perms_same'] and r['perms_same_at_end']
+        assert r['grads_same'] == [True] * dist_worker.STEPS  # gradients are synchronised at every step
+        assert r['params_same_at_end']
+    assert reports[0]['losses'] == reports[1]['losses']
+
+
+def test_ddp_matches_one_process_on_the_same_global_batch(sync_run):
+    out, reports = sync_run
+    start, end = torch.load(out / 'start.pt'), torch.load(out / 'end.pt')
+    model = timm.create_model(dist_worker.MODEL, **dist_worker.MODEL_KWARGS)
+    model.load_state_dict(start)
+    optimizer = create_optimizer_v2(model, 'adamw', lr=1e-3, weight_decay=0.05)
+    x, y = dist_worker.global_batch()
+    losses = []
+    for step in range(dist_worker.STEPS):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x[step]), y[step])
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses == pytest.approx(reports[0]['losses'], rel=1e-5, abs=1e-6)
+    moved = 0.
+    for name, value in model.state_dict().items():
+        torch.testing.assert_close(value, end[name], rtol=1e-5, atol=1e-6, msg=name)
+        if value.is_floating_point():
+            moved = max(moved, (value - start[name]).abs().max().item())
+    assert moved > 1e-4  # the comparison is not between untrained models
+
+
+def test_ranks_with_different_permutation_seeds_are_refused(tmp_path):
+    reports = torchrun('wrong_seed', tmp_path)
+    for r in reports:
+        assert r['refused'], 'a rank created a model whose permutations differ from the other rank'
+        assert 'ranks hold different permutations' in r['message']
+        assert 'ranks [0]' in r['message'] and 'ranks [1]' in r['message']
+
+
+def test_the_check_can_be_switched_off(tmp_path):
+    reports = torchrun('wrong_seed', tmp_path, {'TIMM_PKMIXER_CHECK_REPLICAS': '0'})
+    assert [r['refused'] for r in reports] == [False, False]
+
+
+def test_train_py_ddp_call_fails_on_cpu_without_cpu_ddp(tmp_path):
+    # What timm_pkmixer.cpu_ddp fixes: train.py's DDP(model, device_ids=[cpu]) is refused by PyTorch.
+    reports = torchrun('raw_ddp', tmp_path)
+    for r in reports:
+        assert r['refused'] and 'device_ids' in r['message']

@@ -1,0 +1,179 @@
+"""Recipes: every key is a train.py argument, the ImageNet values are Appendix C.5, the sweeps are the paper's."""
+import math
+import re
+from pathlib import Path
+
+import pytest
+import timm
+import yaml
+
+from timm_pkmixer.catalog import summarize
+from timm_pkmixer.recipes import (
+    CIFAR_SWEEP_PAIRS, IMAGENET_SWEEP_OMEGA, check_recipe_keys, cifar_width_sweep, imagenet_width_sweep,
+    load_recipe, resolve_batch_and_lr,
+)
+from timm_pkmixer.sweep import write_sweep
+from timm_pkmixer.width import mixer_omega, tokens_for_omega
+
+ROOT = Path(__file__).resolve().parent.parent
+RECIPES = ROOT / 'train_recipes'
+ALL_RECIPES = sorted(RECIPES.glob('*/*.yaml'))
+IMAGENET = sorted((RECIPES / 'imagenet').glob('*.yaml'))
+
+
+def train_py_dests() -> set:
+    lines = (RECIPES / 'train_py_args.txt').read_text().splitlines()
+    return {line.split(':', 1)[0] for line in lines if line and not line.startswith('#')}
+
+
+def test_train_py_args_file_lists_known_arguments():
+    dests = train_py_dests()
+    assert len(dests) > 150
+    assert {'batch_size', 'grad_accum_steps', 'lr_base', 'model_kwargs', 'device_modules', 'mixup_switch_prob',
+            'aa', 'reprob', 'warmup_lr', 'dataset_download', 'train_crop_mode'} <= dests
+
+
+@pytest.mark.parametrize('path', ALL_RECIPES, ids=lambda p: f'{p.parent.name}/{p.name}')
+def test_every_recipe_key_is_a_train_py_argument(path):
+    cfg = load_recipe(str(path))
+    check_recipe_keys(cfg, train_py_dests(), path.name)
+    assert cfg['device_modules'] == ['timm_pkmixer']
+    assert cfg['model'] in timm.list_models(cfg['model'])  # registered under that name
+
+
+def test_unknown_recipe_key_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"\['learning_rate'\] are not arguments of train.py"):
+        check_recipe_keys({'lr': 1.0, 'learning_rate': 1.0}, train_py_dests(), 'bad.yaml')
+
+
+def test_load_recipe_refuses_a_non_mapping(tmp_path):
+    bad = tmp_path / 'list.yaml'
+    bad.write_text('- adamw\n- 0.001\n')
+    with pytest.raises(ValueError, match='must be a YAML mapping'):
+        load_recipe(str(bad))
+
+
+def test_there_is_an_imagenet_recipe_per_registered_imagenet_model():
+    imagenet_models = {n for n in timm.list_models(['pk_mixer_*', 'rp_mixer_*'])
+                       if timm.get_pretrained_cfg(n).input_size[-1] == 224}
+    assert {p.stem for p in IMAGENET} == imagenet_models
+    assert {'rp_mixer_b_w', 'pk_mixer_b_w', 'rp_mixer_b16_224', 'pk_mixer_b16_224'} <= imagenet_models
+    for p in IMAGENET:
+        assert load_recipe(str(p))['model'] == p.stem
+
+
+C5 = dict(  # Appendix C.5, as train.py arguments
+    opt='adamw', epochs=300, sched='cosine', warmup_epochs=5, warmup_lr=1e-6, min_lr=1e-5, weight_decay=0.05,
+    reprob=0.25, aa='rand-m9-mstd0.5-inc1', mixup=0.8, cutmix=1.0, mixup_switch_prob=0.5, smoothing=0.1,
+)
+# README table of train_recipes/: (GPUs, per-GPU batch, grad_accum_steps) for a global batch of 4096.
+GPU_LAYOUTS = [(8, 128, 4), (16, 128, 2), (32, 128, 1), (128, 32, 1)]
+
+
+@pytest.mark.parametrize('path', IMAGENET, ids=lambda p: p.stem)
+def test_imagenet_recipe_is_appendix_c5(path):
+    cfg = load_recipe(str(path))
+    for key, value in C5.items():
+        assert cfg[key] == value, key
+    assert cfg.get('cooldown_epochs', 0) == 0 and not cfg.get('warmup_prefix', False)
+    # As written (8 GPUs): global batch 4096 and lr exactly 1e-3.
+    plan = resolve_batch_and_lr(cfg, world_size=8)
+    assert plan.global_batch == 4096
+    assert plan.lr == pytest.approx(1e-3, rel=1e-12)
+    for gpus, b, accum in GPU_LAYOUTS:
+        plan = resolve_batch_and_lr(dict(cfg, batch_size=b, grad_accum_steps=accum), world_size=gpus)
+        assert (plan.global_batch, plan.lr) == (4096, pytest.approx(1e-3, rel=1e-12))
+    # Another global batch follows timm's sqrt rule for AdamW.
+    plan = resolve_batch_and_lr(dict(cfg, batch_size=128, grad_accum_steps=1), world_size=8)
+    assert plan.global_batch == 1024 and plan.lr == pytest.approx(1e-3 * math.sqrt(1024 / 4096))
+
+
+def test_readme_batch_table_matches_the_tested_layouts():
+    text = (RECIPES / 'README.md').read_text()
+    rows = re.findall(r'^\| (\d+) \| (\d+) \| (\d+) \| 4096 \|', text, flags=re.M)
+    assert [tuple(map(int, r)) for r in rows] == GPU_LAYOUTS
+
+
+def test_resolve_batch_and_lr_follows_train_py_rules():
+    # SGD: linear rule; explicit lr wins; sqrt for Ada*/Lamb unless lr_base_scale is given.
+    assert resolve_batch_and_lr(dict(opt='sgd', batch_size=128, lr_base=0.1, lr_base_size=256), 4).lr == \
+        pytest.approx(0.2)
+    assert resolve_batch_and_lr(dict(opt='adamw', batch_size=64, lr=0.02), 3).lr == 0.02
+    assert resolve_batch_and_lr(dict(opt='lamb', batch_size=256, lr_base=1e-3, lr_base_size=256), 4).lr == \
+        pytest.approx(2e-3)
+    assert resolve_batch_and_lr(dict(opt='adamw', batch_size=256, lr_base=1e-3, lr_base_size=256,
+                                     lr_base_scale='linear'), 4).lr == pytest.approx(4e-3)
+
+
+def test_small_data_recipes_match_the_paper():
+    for ds, classes in (('cifar10', 10), ('cifar100', 100), ('stl10', 10)):
+        fig5 = load_recipe(str(RECIPES / ds / 's_mixer_fig5.yaml'))  # C.4
+        assert (fig5['opt'], fig5['momentum'], fig5['batch_size'], fig5['lr'], fig5['epochs'], fig5['sched']) == \
+            ('nesterov', 0.9, 128, 0.02, 200, 'cosine')
+        assert fig5['num_classes'] == classes and fig5['img_size'] == 32
+        fig6 = load_recipe(str(RECIPES / ds / 's_mixer_fig6.yaml'))  # Table S.2
+        expected = dict(cifar10=('adamw', 0.02, 1024, 2000), cifar100=('nesterov', 0.1, 128, 600),
+                        stl10=('nesterov', 0.1, 128, 2000))[ds]
+        assert (fig6['opt'], fig6['lr'], fig6['batch_size'], fig6['epochs']) == expected
+        assert fig6['model_kwargs'] == {'num_blocks': 12}
+    for ds in ('cifar10', 'cifar100'):  # C.3, Table 1
+        for model in ('pk_mixer_ss8_32', 'rp_mixer_ss8_32', 'pk_mixer_ss_w_32', 'rp_mixer_ss_w_32'):
+            cfg = load_recipe(str(RECIPES / ds / f'{model}.yaml'))
+            lr = 0.06 if (ds == 'cifar100' and 'ss8' in model) else 0.04
+            assert (cfg['opt'], cfg['batch_size'], cfg['epochs'], cfg['lr'], cfg['aa']) == \
+                ('adamw', 1024, 4000, lr, 'original')
+            assert cfg['dataset'] == f'torch/{ds}' and cfg['dataset_download'] is True
+
+
+def test_imagenet_sweep_is_fig6d():
+    points = imagenet_width_sweep(permutation='random')
+    assert [p.model_kwargs['patch_size'] for p in points] == [7, 8, 14, 16, 28, 32]
+    for p in points:
+        assert p.C == 3 * p.model_kwargs['patch_size'] ** 2
+        assert p.S == round(tokens_for_omega(p.C, IMAGENET_SWEEP_OMEGA, 4.0))
+        err = [abs(mixer_omega(s, p.C, 4.0) - IMAGENET_SWEEP_OMEGA) for s in (p.S - 1, p.S, p.S + 1)]
+        assert err[1] == min(err)  # the integer S closest to eq. S.44
+        assert p.model == 'rp_mixer_b_w' and p.model_kwargs['mlp_ratio'] == 4.0
+    assert (points[3].S, points[3].C) == (196, 768)  # P = 16 is Mixer-B/16's geometry at γ = 4
+    assert [p.model for p in imagenet_width_sweep(permutation='normal')] == ['pk_mixer_b_w'] * 6
+
+
+def test_cifar_sweep_pairs_solve_eq_s42():
+    for omega, pairs in CIFAR_SWEEP_PAIRS.items():
+        for c, s in pairs:
+            assert s == round(tokens_for_omega(c, omega))
+            assert (s, c) in pairs or (c, s) in pairs  # symmetric
+    with pytest.raises(ValueError, match='not 1000'):
+        cifar_width_sweep(1000)
+
+
+def test_sweep_writes_valid_recipes_that_build_the_requested_geometry(tmp_path):
+    paths = write_sweep(str(RECIPES / 'cifar10' / 's_mixer_fig5.yaml'), str(tmp_path), seeds=(0, 1))
+    assert len(paths) == 2 * 6 * 2
+    dests = train_py_dests()
+    for path in paths:
+        cfg = yaml.safe_load(path.read_text())
+        check_recipe_keys(cfg, dests, path.name)
+        kw = cfg['model_kwargs']
+        assert cfg['experiment'] == path.stem and cfg['seed'] in (0, 1)
+        assert ('perm_seed' in kw) == cfg['model'].startswith('s_mixer_rp')
+        assert cfg['lr'] == 0.02  # the base recipe's values are kept
+    first = yaml.safe_load(paths[0].read_text())
+    s = summarize(first['model'], **first['model_kwargs'])
+    assert (s.num_tokens, s.dim) == (173, 16) and s.width == 173 * 16
+    assert (first['model_kwargs']['perm_seed'], first['seed']) == (0, 0)
+
+
+def test_imagenet_sweep_recipes_build_on_meta(tmp_path):
+    paths = write_sweep(str(RECIPES / 'imagenet' / 'rp_mixer_b_w.yaml'), str(tmp_path), permutations=('random',))
+    assert [p.name for p in paths][:2] == ['rp_mixer_b_w_p7_s923_c147_seed0.yaml', 'rp_mixer_b_w_p8_s779_c192_seed0.yaml']
+    for path in paths:
+        cfg = yaml.safe_load(path.read_text())
+        s = summarize(cfg['model'], **cfg['model_kwargs'])
+        assert s.num_tokens * s.dim == s.width == cfg['model_kwargs']['num_tokens'] * cfg['model_kwargs']['embed_dim']
+        assert cfg['batch_size'] == 128 and cfg['lr_base'] == 1e-3
+
+
+def test_sweep_refuses_a_model_without_a_sweep(tmp_path):
+    with pytest.raises(ValueError, match="no width sweep for model 'rp_mixer_s16_224'"):
+        write_sweep(str(RECIPES / 'imagenet' / 'rp_mixer_s16_224.yaml'), str(tmp_path))

@@ -1,0 +1,140 @@
+"""Training recipes for timm's train.py: loading, the effective batch and learning rate, and width sweeps.
+
+A recipe is a YAML file for ``train.py --config``: its keys are train.py argument names (``dest``s such as
+``batch_size``, ``model_kwargs``). train.py turns the keys into parser defaults, so command-line flags still
+override them, and it accepts unknown keys *silently*; :func:`check_recipe_keys` catches those.
+"""
+import importlib.util
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Dict, Iterable, List, Sequence, Tuple
+
+import yaml
+
+from .width import tokens_for_omega
+
+__all__ = [
+    'load_recipe', 'load_train_py', 'train_py_arguments', 'check_recipe_keys', 'BatchAndLr', 'resolve_batch_and_lr',
+    'SweepPoint', 'imagenet_width_sweep', 'cifar_width_sweep', 'IMAGENET_SWEEP_OMEGA', 'IMAGENET_SWEEP_PATCHES',
+    'CIFAR_SWEEP_PAIRS',
+]
+
+IMAGENET_SWEEP_OMEGA = 290217984  # γ(768²·196 + 768·196²)/2 with γ = 4: Mixer-B/16's Ω (C.5)
+IMAGENET_SWEEP_PATCHES = (7, 8, 14, 16, 28, 32)
+# C.4 (i): the (C, S) pairs of the S-Mixer sweeps, as printed in the paper.
+CIFAR_SWEEP_PAIRS: Dict[int, Tuple[Tuple[int, int], ...]] = {
+    2 ** 18: ((16, 173), (32, 113), (48, 83), (83, 48), (113, 32), (173, 16)),
+    2 ** 21: ((16, 504), (32, 346), (64, 226), (226, 64), (346, 32), (504, 16)),
+    2 ** 27: ((128, 1386), (256, 904), (904, 256), (1386, 128)),
+}
+
+
+def load_recipe(path: str) -> Dict[str, Any]:
+    """The recipe as a dict (``yaml.safe_load``, as train.py reads it)."""
+    with open(path) as f:
+        cfg = yaml.safe_load(f)
+    if not isinstance(cfg, dict):
+        raise ValueError(f'{path}: a recipe must be a YAML mapping of train.py arguments, got {type(cfg).__name__}')
+    return cfg
+
+
+def load_train_py(train_py: str) -> ModuleType:
+    """Import timm's train.py as a module (its ``main()`` is not run)."""
+    path = Path(train_py)
+    if not path.is_file():
+        raise FileNotFoundError(f'train.py not found at {train_py}')
+    spec = importlib.util.spec_from_file_location('_timm_train_py', path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))  # train.py may import modules beside it
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
+
+
+def train_py_arguments(train_py: str) -> Dict[str, List[str]]:
+    """{dest: option strings} of every argument of train.py (both of its parsers)."""
+    module = load_train_py(train_py)
+    out: Dict[str, List[str]] = {}
+    for parser in (module.config_parser, module.parser):
+        for action in parser._actions:
+            if action.dest != 'help':
+                out.setdefault(action.dest, list(action.option_strings))
+    return out
+
+
+def check_recipe_keys(cfg: Dict[str, Any], known: Iterable[str], name: str = 'recipe') -> None:
+    """Raise ValueError naming every key that is not a train.py argument (train.py would ignore it)."""
+    unknown = sorted(set(cfg) - set(known))
+    if unknown:
+        raise ValueError(f'{name}: {unknown} are not arguments of train.py (it would silently ignore them)')
+
+
+@dataclass(frozen=True)
+class BatchAndLr:
+    per_device_batch: int
+    world_size: int
+    grad_accum_steps: int
+    global_batch: int
+    lr: float
+    rule: str  # how lr was obtained
+
+
+def resolve_batch_and_lr(cfg: Dict[str, Any], world_size: int) -> BatchAndLr:
+    """The global batch and learning rate train.py will use for these (resolved) arguments.
+
+    train.py: global = batch_size × world_size × grad_accum_steps; if ``lr`` is unset,
+    lr = lr_base × (global / lr_base_size), square-rooted for ``lr_base_scale='sqrt'`` (the default for
+    Ada*/Lamb optimizers, linear otherwise).
+    """
+    b = int(cfg.get('batch_size', 128))
+    accum = max(1, int(cfg.get('grad_accum_steps', 1) or 1))
+    global_batch = b * world_size * accum
+    if cfg.get('lr'):
+        return BatchAndLr(b, world_size, accum, global_batch, float(cfg['lr']), 'lr set explicitly')
+    base, base_size = float(cfg.get('lr_base', 0.1)), float(cfg.get('lr_base_size', 256))
+    scale = cfg.get('lr_base_scale') or ('sqrt' if any(o in str(cfg.get('opt', 'sgd')).lower()
+                                                        for o in ('ada', 'lamb')) else 'linear')
+    ratio = global_batch / base_size
+    if scale == 'sqrt':
+        ratio = math.sqrt(ratio)
+    return BatchAndLr(b, world_size, accum, global_batch, base * ratio,
+                      f'lr_base {base:g} × ({global_batch}/{base_size:g})' + ('^½' if scale == 'sqrt' else ''))
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    name: str
+    model: str
+    model_kwargs: Dict[str, Any]
+    S: int
+    C: int
+
+
+def imagenet_width_sweep(patches: Sequence[int] = IMAGENET_SWEEP_PATCHES, omega: int = IMAGENET_SWEEP_OMEGA,
+                         gamma: float = 4., permutation: str = 'random') -> List[SweepPoint]:
+    """Fig. 6 (d): MLP-Mixers with L = 8, C = 3P², S from eq. S.44 at fixed Ω (C.5), 224 px."""
+    family = 'rp_mixer' if permutation == 'random' else 'pk_mixer'
+    points = []
+    for p in patches:
+        if 224 % p:
+            raise ValueError(f'patch size {p} does not divide the 224 px image')
+        c = 3 * p * p
+        s = round(tokens_for_omega(c, omega, gamma))
+        kwargs = dict(patch_size=p, embed_dim=c, num_tokens=s, mlp_ratio=gamma)
+        points.append(SweepPoint(f'{family}_b_w_p{p}_s{s}_c{c}', f'{family}_b_w', kwargs, s, c))
+    return points
+
+
+def cifar_width_sweep(omega: int = 2 ** 18, permutation: str = 'random') -> List[SweepPoint]:
+    """Fig. 5 / 6 (a–c): S-Mixers (L = 8, P = 4, γ = 1, skip layer) at the C.4 (C, S) pairs of Ω."""
+    if omega not in CIFAR_SWEEP_PAIRS:
+        raise ValueError(f'the paper lists (C, S) pairs for Ω in {sorted(CIFAR_SWEEP_PAIRS)}, not {omega}')
+    model = 's_mixer_rp_s64c64_32' if permutation == 'random' else 's_mixer_s64c64_32'
+    family = 's_mixer_rp' if permutation == 'random' else 's_mixer'
+    return [SweepPoint(f'{family}_s{s}c{c}', model, dict(num_tokens=s, embed_dim=c), s, c)
+            for c, s in CIFAR_SWEEP_PAIRS[omega]]
