@@ -1,6 +1,6 @@
 """Summaries of the registered models (the table printed by ``pkmixer models``)."""
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import timm
 import torch
@@ -31,6 +31,7 @@ class ModelSummary:
     gamma: str
     width: int            # effective width m
     density: float        # p, ratio of non-zero entries of the effective weights
+    pretrained_tags: Tuple[str, ...] = ()   # tags with published weights (timm.list_pretrained)
 
     def row(self) -> Dict[str, str]:
         return {
@@ -40,6 +41,7 @@ class ModelSummary:
             'C': '-' if self.dim is None else str(self.dim),
             'depth': str(self.depth), 'γ (tok/ch)': self.gamma, 'm = S·C': str(self.width),
             'p': f'{self.density:.4f}', 'sparsity 1-p': f'{1 - self.density:.4f}',
+            'weights': f'{len(self.pretrained_tags)} tags' if self.pretrained_tags else 'none',
         }
 
 
@@ -61,6 +63,7 @@ def summarize(name: str, **kwargs) -> ModelSummary:
     common = dict(
         name=name, family=_family(model), params=sum(p.numel() for p in model.parameters()),
         gmacs=counter.get_total_flops() / 2e9, img_size=input_size[-1],
+        pretrained_tags=tuple(n.split('.', 1)[1] for n in timm.list_pretrained(f'{name}.*')),
     )
     if isinstance(model, PKMixer):
         g = model.geometry

@@ -36,6 +36,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from .datasets import add_prepare_stl10_command
     from .demo import DEFAULT_MODELS
+    from .hub import add_push_command
     from .launch import add_train_command
     from .sweep import add_sweep_command
     parser = argparse.ArgumentParser(prog='pkmixer', description=__doc__.splitlines()[0] + ' PK-family Mixers for timm.')
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_command(sub)
     add_sweep_command(sub)
     add_prepare_stl10_command(sub)
+    add_push_command(sub)
     return parser
 
 

@@ -36,6 +36,7 @@ from timm.models.mlp_mixer import _init_weights as _timm_mixer_init_weights
 from ..distributed import check_replicas_if_distributed
 from ..layers import FixedPermutation, SkipLayer, make_pk_mlp
 from ..width import MixerGeometry
+from ._checkpoint import check_checkpoint_fits, mixer_shape
 from ._common import HeadAndBlocksMixin, check_choice, check_patch, check_positive, merge_args, paper_cfg
 
 __all__ = ['PKMixerBlock', 'PKMixer']
@@ -322,11 +323,12 @@ def _init_weights_paper(module: nn.Module, name: str) -> None:
 
 
 def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: PKMixer) -> Dict[str, torch.Tensor]:
-    """Check that a checkpoint's permutations are those of `model` before it is loaded.
+    """Check that a checkpoint's permutations and shapes are those of `model` before it is loaded.
 
     timm's MLP-Mixer checkpoints load into normal PK Mixers unchanged (same names). A normal
-    checkpoint into an RP model, or the reverse, is refused with an error that says which.
-    Permutation digests (and explicit permutations, if present) are checked by `FixedPermutation`.
+    checkpoint into an RP model, or the reverse, is refused with an error that says which; so is one
+    of another architecture or S, C, L (the classifier may differ). Permutation digests (and explicit
+    permutations, if present) are checked by `FixedPermutation`.
     """
     has_perm = any(k.endswith(('.perm_in.digest', '.perm_out.digest', '.perm_in.index', '.perm_out.index'))
                    for k in state_dict)
@@ -337,6 +339,10 @@ def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: PKMixer) ->
     if has_perm and not is_rp:
         raise ValueError('checkpoint holds permutations of a Random-Permuted Mixer, '
                          'but the model is a normal Mixer (permutation="normal")')
+    g = model.geometry
+    ckpt = mixer_shape(state_dict)
+    check_checkpoint_fits(state_dict, model, model_desc=f'(S={g.num_tokens}, C={g.dim}, L={g.depth})',
+                          checkpoint_desc='S={}, C={}, L={}'.format(*ckpt) if ckpt else '')
     return state_dict
 
 
@@ -357,11 +363,32 @@ def _cfg32(**kwargs) -> Dict[str, Any]:
     return paper_cfg(input_size=(3, 32, 32), crop_pct=1.0, num_classes=10, **kwargs)
 
 
+_TIMM_WEIGHT_ORIGINS = {
+    'goog': dict(origin_url='https://github.com/google-research/vision_transformer',
+                 paper_ids='arXiv:2105.01601', paper_name='MLP-Mixer: An all-MLP Architecture for Vision'),
+    'miil': dict(origin_url='https://github.com/Alibaba-MIIL/ImageNet21K',
+                 paper_ids='arXiv:2104.10972', paper_name='ImageNet-21K Pretraining for the Masses'),
+}
+_MIIL = dict(mean=(0., 0., 0.), std=(1., 1., 1.), crop_pct=0.875, interpolation='bilinear')
+
+
+def _timm_weights_cfg(timm_name: str, **kwargs) -> Dict[str, Any]:
+    """Pretrained cfg of timm's MLP-Mixer weights `timm/<name>.<tag>` on the Hub: their `model.safetensors`
+    loads through `checkpoint_filter_fn` (the normal PK Mixer is the same function, same names)."""
+    origin = _TIMM_WEIGHT_ORIGINS[timm_name.split('.')[1].split('_')[0]]
+    return paper_cfg(hf_hub_id=f'timm/{timm_name}', hf_hub_filename='model.safetensors', **origin, **kwargs)
+
+
 default_cfgs = generate_default_cfgs({
     # timm's Mixer shapes (token hidden C/2, channel hidden 4C, LayerNorm eps 1e-6, timm init)
     'pk_mixer_s16_224': paper_cfg(),
-    'pk_mixer_b16_224': paper_cfg(),
-    'pk_mixer_l16_224': paper_cfg(),
+    # timm's Mixer-B/16 and L/16 weights (same function): loaded from timm's Hub repositories
+    'pk_mixer_b16_224.goog_in21k_ft_in1k': _timm_weights_cfg('mixer_b16_224.goog_in21k_ft_in1k'),
+    'pk_mixer_b16_224.goog_in21k': _timm_weights_cfg('mixer_b16_224.goog_in21k', num_classes=21843),
+    'pk_mixer_b16_224.miil_in21k': _timm_weights_cfg('mixer_b16_224.miil_in21k', num_classes=11221, **_MIIL),
+    'pk_mixer_b16_224.miil_in21k_ft_in1k': _timm_weights_cfg('mixer_b16_224.miil_in21k_ft_in1k', **_MIIL),
+    'pk_mixer_l16_224.goog_in21k_ft_in1k': _timm_weights_cfg('mixer_l16_224.goog_in21k_ft_in1k'),
+    'pk_mixer_l16_224.goog_in21k': _timm_weights_cfg('mixer_l16_224.goog_in21k', num_classes=21843),
     'rp_mixer_s16_224': paper_cfg(),
     'rp_mixer_b16_224': paper_cfg(),
     'rp_mixer_l16_224': paper_cfg(),

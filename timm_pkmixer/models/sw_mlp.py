@@ -25,6 +25,7 @@ from timm.models._features import feature_take_indices
 from ..distributed import check_replicas_if_distributed
 from ..layers import MaskedLinear
 from ..width import sw_mlp_width
+from ._checkpoint import check_checkpoint_fits
 from ._common import HeadAndBlocksMixin, check_choice, check_patch, check_positive, merge_args, paper_cfg
 
 __all__ = ['SparseBlock', 'SwMlp']
@@ -205,10 +206,18 @@ class SwMlp(HeadAndBlocksMixin, nn.Module):
         return self.forward_head(self.forward_features(x))
 
 
+def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: SwMlp) -> Dict[str, torch.Tensor]:
+    """Refuse a checkpoint of another architecture, width m or depth before it is loaded (the classifier
+    may differ). The masks are stored in the checkpoint and load with it."""
+    check_checkpoint_fits(state_dict, model, model_desc=f'(m={model.width}, L={len(model.blocks)})')
+    return state_dict
+
+
 def _create_sw_mlp(variant: str, pretrained: bool = False, **kwargs) -> SwMlp:
     out_indices = kwargs.pop('out_indices', 3)
     model = build_model_with_cfg(
         SwMlp, variant, pretrained,
+        pretrained_filter_fn=checkpoint_filter_fn,
         feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
         **kwargs,
     )

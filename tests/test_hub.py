@@ -1,0 +1,337 @@
+"""Hugging Face Hub: `pkmixer push` (dry run and upload), loading back through `local-dir:` and `hf-hub:` in fresh
+interpreters, timm's Mixer weights through our pretrained tags, refused checkpoints. Offline: the Hub is
+replaced by a local cache (HF_HUB_OFFLINE=1) and the upload by a stand-in for its two network calls."""
+import argparse
+import json
+import os
+import pathlib
+import re
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+import yaml
+from huggingface_hub import HfApi, RepoUrl
+from safetensors.torch import load_file, save_file
+from timm.models import get_pretrained_cfg
+from timm.models._hub import save_for_hf
+
+from timm_pkmixer.catalog import summarize
+from timm_pkmixer.cli import main as pkmixer
+
+from conftest import randomize_, run_python
+from hf_cache import install_in_hf_cache
+
+RP_NAME = 's_mixer_rp_s64c64_32'
+REPO = 'my-org/rp-s-mixer'
+# (model, --model-kwargs) of one small model per family, pushed from plain state dicts
+FAMILIES = {
+    'pk': ('pk_mixer_s16_224', dict(num_blocks=2, embed_dim=64)),
+    'rp': ('rp_mixer_ss8_32', dict(embed_dim=32, perm_seed=5, num_classes=7)),
+    's': ('s_mixer_s64c64_32', dict(num_blocks=2)),
+    'sw': ('sw_mlp_o18_32', dict(width=128, density=0.3, mask_seed=2, num_blocks=2)),
+}
+
+
+def _kwargs_argv(kwargs):
+    return ['--model-kwargs', *(f'{k}={v}' for k, v in kwargs.items())] if kwargs else []
+
+
+@pytest.fixture(scope='module')
+def run_dir(tmp_path_factory):
+    """A timm train.py run of an RP S-Mixer with perm_seed=7, 4 classes and EMA, written by timm's own
+    CheckpointSaver (model_best.pth.tar = epoch 1, last.pth.tar = epoch 2), update_summary and args.yaml."""
+    from timm.utils import CheckpointSaver, ModelEmaV3, update_summary
+    out = tmp_path_factory.mktemp('run')
+    args = argparse.Namespace(
+        model=RP_NAME, num_classes=4, in_chans=None, input_size=None, gp=None, model_kwargs={'perm_seed': 7},
+        dataset='', val_split='validation', epochs=3, batch_size=16, opt='adamw', lr=1e-3, weight_decay=0.05,
+        sched='cosine', smoothing=0.1, model_ema=True, model_ema_force_cpu=False, mean=None, std=None,
+        crop_pct=None, interpolation='', img_size=None, seed=42, drop_path=0.1)
+    model = randomize_(timm.create_model(RP_NAME, num_classes=4, drop_path_rate=0.1, perm_seed=7), std=0.05)
+    ema = ModelEmaV3(model, decay=0.5)
+    saver = CheckpointSaver(model, torch.optim.AdamW(model.parameters()), args=args, model_ema=ema,
+                            checkpoint_dir=str(out), recovery_dir=str(out), max_history=1)
+    (out / 'args.yaml').write_text(yaml.safe_dump(args.__dict__, default_flow_style=False))
+    for epoch, top1 in enumerate([40.0, 55.5, 52.25]):
+        randomize_(model, std=0.01)
+        ema.update(model)
+        update_summary(epoch, {'loss': 1.0}, {'loss': 0.9, 'top1': top1, 'top5': 100.0},
+                       filename=str(out / 'summary.csv'), lr=1e-3, write_header=epoch == 0)
+        saver.save_checkpoint(epoch, metric=top1)
+    return out
+
+
+def _reference(run_dir, name='model_best.pth.tar', key='state_dict_ema'):
+    """The run's weights, read without our code."""
+    model = timm.create_model(RP_NAME, num_classes=4, perm_seed=7).eval()
+    model.load_state_dict(torch.load(run_dir / name, weights_only=False)[key])
+    return model
+
+
+@pytest.fixture(scope='module')
+def pushed(run_dir, tmp_path_factory):
+    """Dry runs: the RP run (EMA weights of model_best), and one small model of every family."""
+    root = tmp_path_factory.mktemp('pushed')
+    folders, models = {}, {}
+    assert pkmixer(['push', str(run_dir / 'model_best.pth.tar'), '--model', RP_NAME, '--repo-id', REPO,
+                    '--use-ema', '--out-dir', str(root / 'rp_s')]) == 0
+    folders['rp_s'], models['rp_s'] = root / 'rp_s', _reference(run_dir)
+    for key, (name, kwargs) in FAMILIES.items():
+        model = randomize_(timm.create_model(name, **kwargs)).eval()
+        path = root / f'{key}.pth'
+        torch.save(model.state_dict(), path)  # a plain state dict (read with weights_only=True)
+        extra = ['--dataset', 'imagenet-1k'] if key == 'pk' else []
+        assert pkmixer(['push', str(path), '--model', name, '--repo-id', f'my-org/{key}', '--out-dir',
+                        str(root / key), *_kwargs_argv(kwargs), *extra]) == 0
+        folders[key], models[key] = root / key, model
+    return folders, models
+
+
+def test_dry_run_writes_exactly_the_hub_files(pushed, run_dir):
+    folder = pushed[0]['rp_s']
+    assert sorted(os.listdir(folder)) == ['README.md', 'config.json', 'model.safetensors', 'train_hparams.yaml']
+    weights = load_file(str(folder / 'model.safetensors'))
+    ref = _reference(run_dir).state_dict()
+    assert weights.keys() == ref.keys() and all(torch.equal(weights[k], ref[k]) for k in ref)
+    assert (folder / 'train_hparams.yaml').read_bytes() == (run_dir / 'args.yaml').read_bytes()
+
+    cfg = json.loads((folder / 'config.json').read_text())
+    assert cfg['architecture'] == RP_NAME and cfg['num_classes'] == 4
+    # every override and the permutation seed; no training-only argument (drop_path)
+    assert {k: cfg['model_args'][k] for k in ('num_classes', 'perm_seed')} == {'num_classes': 4, 'perm_seed': 7}
+    assert not any('drop' in k for k in cfg['model_args'])
+    pc = cfg['pretrained_cfg']
+    assert pc['input_size'] == [3, 32, 32] and pc['mean'] == pc['std'] == [0.5, 0.5, 0.5] and pc['crop_pct'] == 1.0
+    assert pc['num_classes'] == 4 and pc['paper_ids'] == 'arXiv:2306.01470' and pc['license'] == 'apache-2.0'
+    assert not {'hf_hub_id', 'url', 'file', 'tag'} & pc.keys()
+
+
+def test_model_card(pushed):
+    card = (pushed[0]['rp_s'] / 'README.md').read_text()
+    header = card.split('---\n')[1].splitlines()
+    assert header == ['tags:', '- image-classification', '- timm', '- timm-pkmixer', '- rp-s-mixer',
+                      '- arxiv:2306.01470', 'pipeline_tag: image-classification', 'library_name: timm',
+                      'license: apache-2.0']
+    s = summarize(RP_NAME, num_classes=4, perm_seed=7)
+    for line in ('# Model card for rp-s-mixer', f'  - Params (M): {s.params / 1e6:.2f}', f'  - GMACs: {s.gmacs:.3f}',
+                 '  - Image size: 32 x 32', '  - permutation seed: 7', '  - top-1 (%): 55.50', '  - top-5 (%): 100.00',
+                 '  - epochs: 3', '  - opt: adamw', 'pip install timm-pkmixer',
+                 f"model = timm.create_model('hf-hub:{REPO}', pretrained=True).eval()",
+                 '  - Understanding MLP-Mixer as a Wide and Sparse MLP: https://arxiv.org/abs/2306.01470',
+                 '```bibtex\n@inproceedings{hayase2024understanding,'):
+        assert line in card, line
+    assert 'evaluated: epoch 1, `validation` split, EMA weights as pushed' in card
+    assert 'datasets:\n- imagenet-1k\n' in (pushed[0]['pk'] / 'README.md').read_text()  # --dataset
+    assert 'datasets:' not in card  # an ImageFolder run names no dataset
+
+
+def test_metrics_only_when_they_describe_the_pushed_weights(run_dir, tmp_path, capsys):
+    # last.pth.tar is epoch 2; the run evaluated its EMA weights, so the non-EMA weights get no numbers
+    assert pkmixer(['push', str(run_dir / 'last.pth.tar'), '--model', RP_NAME, '--repo-id', REPO,
+                    '--out-dir', str(tmp_path / 'a')]) == 0
+    assert '**Results:**' not in (tmp_path / 'a' / 'README.md').read_text()
+    assert "holds the EMA weights' accuracy (pass --use-ema" in capsys.readouterr().err
+    assert pkmixer(['push', str(run_dir / 'last.pth.tar'), '--model', RP_NAME, '--repo-id', REPO, '--use-ema',
+                    '--out-dir', str(tmp_path / 'b')]) == 0
+    assert '  - top-1 (%): 52.25' in (tmp_path / 'b' / 'README.md').read_text()
+    weights = load_file(str(tmp_path / 'a' / 'model.safetensors'))
+    ref = _reference(run_dir, 'last.pth.tar', 'state_dict').state_dict()
+    assert all(torch.equal(weights[k], ref[k]) for k in ref)
+
+
+def _load_in_fresh_interpreter(names, inputs, tmp_path, env):
+    """Create each `names[key]` with pretrained=True in a new interpreter that only imports timm."""
+    x_path, y_path = tmp_path / 'x.safetensors', tmp_path / 'y.safetensors'
+    save_file(inputs, str(x_path))
+    code = f'''
+import sys, timm, torch
+from safetensors.torch import load_file, save_file
+x, out = load_file(r"{x_path}"), {{}}
+for key, name in {names!r}.items():
+    model = timm.create_model(name, pretrained=True).eval()
+    assert model.pretrained_cfg.get("source") == (name.split(":")[0] if ":" in name else None), name
+    with torch.no_grad():
+        out[key] = model(x[key])
+save_file(out, r"{y_path}")
+'''
+    run_python(code, env_extra=dict(env, TIMM_PKMIXER_AUTOLOAD='1'))
+    return load_file(str(y_path))
+
+
+def _inputs(models):
+    gen = torch.Generator().manual_seed(0)
+    return {k: torch.randn(2, 3, *m.pretrained_cfg['input_size'][1:], generator=gen) for k, m in models.items()}
+
+
+def _check_logits(models, inputs, got):
+    with torch.no_grad():
+        for key, model in models.items():
+            want = model(inputs[key])
+            assert want.std() > 1e-3 and torch.equal(got[key], want), key
+
+
+def test_every_family_loads_back_through_local_dir(pushed, tmp_path):
+    folders, models = pushed
+    inputs = _inputs(models)
+    got = _load_in_fresh_interpreter({k: f'local-dir:{f}' for k, f in folders.items()}, inputs, tmp_path, {})
+    _check_logits(models, inputs, got)
+
+
+def test_every_family_loads_back_through_hf_hub_cache(pushed, tmp_path):
+    folders, models = pushed
+    cache = tmp_path / 'hub'
+    for key, folder in folders.items():
+        install_in_hf_cache(folder, cache, f'my-org/{key}')
+    inputs = _inputs(models)
+    env = dict(HF_HUB_OFFLINE='1', HF_HUB_CACHE=str(cache), HF_HOME=str(tmp_path / 'hf_home'))
+    got = _load_in_fresh_interpreter({k: f'hf-hub:my-org/{k}' for k in folders}, inputs, tmp_path, env)
+    _check_logits(models, inputs, got)
+
+
+def test_upload_sends_exactly_the_dry_run_files(pushed, run_dir, monkeypatch, capsys):
+    """Everything real down to the two network calls of huggingface_hub (create the repo, upload the folder)."""
+    calls = {}
+
+    def create_repo(self, repo_id, *, private=None, exist_ok=False, **kwargs):
+        calls['create_repo'] = dict(repo_id=repo_id, private=private, exist_ok=exist_ok)
+        return RepoUrl(f'https://huggingface.co/{repo_id}')
+
+    def upload_folder(self, *, repo_id, folder_path, commit_message=None, **kwargs):
+        files = {p.name: p.read_bytes() for p in Path(folder_path).iterdir()}
+        calls['upload_folder'] = dict(repo_id=repo_id, files=files, commit_message=commit_message)
+
+    monkeypatch.setattr(HfApi, 'create_repo', create_repo)
+    monkeypatch.setattr(HfApi, 'upload_folder', upload_folder)
+    assert pkmixer(['push', str(run_dir / 'model_best.pth.tar'), '--model', RP_NAME, '--repo-id', REPO,
+                    '--use-ema', '--private']) == 0
+    assert calls['create_repo'] == dict(repo_id=REPO, private=True, exist_ok=True)
+    dry_run = pushed[0]['rp_s']
+    assert calls['upload_folder']['repo_id'] == REPO and calls['upload_folder']['commit_message'] == 'Add model'
+    assert calls['upload_folder']['files'] == {p.name: p.read_bytes() for p in dry_run.iterdir()}
+    assert capsys.readouterr().out.splitlines()[-1] == f'uploaded to https://huggingface.co/{REPO}'
+
+    def refused(self, repo_id, **kwargs):
+        raise PermissionError('401 Unauthorized: no token')
+
+    monkeypatch.setattr(HfApi, 'create_repo', refused)
+    assert pkmixer(['push', str(run_dir / 'model_best.pth.tar'), '--model', RP_NAME, '--repo-id', REPO,
+                    '--use-ema']) == 1
+    assert capsys.readouterr().err.strip() == (
+        f'pkmixer push: upload to {REPO} failed: PermissionError: 401 Unauthorized: no token')
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--model-kwargs', 'perm_seed=3'], '32 of 32 permutation digests .* differ from those of perm_seed=3'),
+    (['--model-kwargs', 'embed_dim=32'], r'does not fit s_mixer_rp_s64c64_32 \(S=64, C=32, L=8\): 54 shape '
+                                         r'mismatches .* The checkpoint has S=64, C=64, L=8'),
+    (['--model', 's_mixer_s64c64_32'], "was trained as 's_mixer_rp_s64c64_32' .*, not 's_mixer_s64c64_32'"),
+    (['--repo-id', 'no-org'], '--repo-id must be ORG/NAME'),
+    (['--model', 'mixer_b16_224'], "'mixer_b16_224' is not a timm-pkmixer architecture"),
+])
+def test_push_refuses(run_dir, tmp_path, capsys, argv, message):
+    base = {'--model': RP_NAME, '--repo-id': REPO, '--out-dir': str(tmp_path / 'out')}
+    opts = dict(zip(argv[::2], argv[1::2]))
+    argv = [a for k, v in {**base, **opts}.items() for a in (k, v)]
+    assert pkmixer(['push', str(run_dir / 'last.pth.tar'), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('pkmixer push: error: ') and re.search(message, err), err
+    assert not (tmp_path / 'out').exists()
+
+
+def test_push_refuses_unsafe_or_wrong_files(tmp_path, capsys):
+    model = timm.create_model('sw_mlp_o18_32', width=64, num_blocks=1)
+    cases = []
+    torch.save({'state_dict': model.state_dict(), 'path': pathlib.PurePosixPath('x')}, tmp_path / 'pickle.pth')
+    cases.append((['pickle.pth'], 'refusing to unpickle it'))
+    save_file(model.state_dict(), str(tmp_path / 'w.safetensors'))
+    cases.append((['w.safetensors', '--use-ema'], 'holds no EMA weights'))
+    cases.append((['w.safetensors', '--model-kwargs', 'width=64', 'num_blocks=1', 'mask_seed=1'],
+                  'masks .* differ from those of mask_seed=1'))
+    cases.append((['w.safetensors', '--model-kwargs', 'width=80', 'num_blocks=1'],
+                  r'does not fit sw_mlp_o18_32 \(m=80, L=1\)'))
+    (tmp_path / 'full').mkdir()
+    (tmp_path / 'full' / 'x').write_text('')
+    cases.append((['w.safetensors', '--model-kwargs', 'width=64', 'num_blocks=1', '--out-dir', str(tmp_path / 'full')],
+                  'is not empty'))
+    for argv, message in cases:
+        out = [] if '--out-dir' in argv else ['--out-dir', str(tmp_path / 'out')]
+        assert pkmixer(['push', str(tmp_path / argv[0]), '--model', 'sw_mlp_o18_32', '--repo-id', 'a/b',
+                        *argv[1:], *out]) == 2, argv
+        err = capsys.readouterr().err
+        assert re.search(message, err), (argv, err)
+    assert pkmixer(['push', str(tmp_path / 'w.safetensors'), '--model', 'sw_mlp_o18_32', '--repo-id', 'a/b',
+                    '--model-kwargs', 'width=64', 'num_blocks=1', '--out-dir', str(tmp_path / 'ok')]) == 0
+    cfg = json.loads((tmp_path / 'ok' / 'config.json').read_text())
+    assert cfg['num_classes'] == 10 and cfg['model_args']['mask_seed'] == 0  # num_classes read from the head
+
+
+def test_refused_by_timm_loading(tmp_path):
+    """pretrained=True through our checkpoint filters: another S/C/L, another architecture, another width."""
+    def load(name, sd, **kwargs):
+        path = tmp_path / 'w.safetensors'
+        save_file(sd, str(path))
+        return timm.create_model(name, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **kwargs)
+
+    s64 = randomize_(timm.create_model('s_mixer_s64c64_32')).state_dict()
+    with pytest.raises(ValueError, match=r'does not fit s_mixer_s128c128_32 \(S=128, C=128, L=8\): .*'
+                                         r'The checkpoint has S=64, C=64, L=8'):
+        load('s_mixer_s128c128_32', s64)
+    with pytest.raises(ValueError, match=r'does not fit pk_mixer_ss8_32 .*keys missing from the checkpoint'):
+        load('pk_mixer_ss8_32', timm.create_model('sw_mlp_o18_32', width=64).state_dict())
+    with pytest.raises(ValueError, match=r'does not fit sw_mlp_o18_32 \(m=100, L=8\): .*shape mismatches'):
+        load('sw_mlp_o18_32', timm.create_model('sw_mlp_o18_32', width=64).state_dict(), width=100)
+    # the classifier and the input channels may differ: timm adapts them
+    model = load('s_mixer_s64c64_32', s64, num_classes=3, in_chans=1)
+    assert model.head.out_features == 3 and model.stem.proj.weight.shape[1] == 1
+    assert torch.equal(model.blocks[3].mlp_tokens.fc1.weight, s64['blocks.3.mlp_tokens.fc1.weight'])
+
+
+TIMM_TAGS = {
+    'mixer_b16_224': ['goog_in21k_ft_in1k', 'goog_in21k', 'miil_in21k', 'miil_in21k_ft_in1k'],
+    'mixer_l16_224': ['goog_in21k_ft_in1k', 'goog_in21k'],
+}
+
+
+def test_pretrained_tags_mirror_timms_mixer_weights():
+    from timm.models._builder import _resolve_pretrained_source
+    for arch, tags in TIMM_TAGS.items():
+        assert sorted(timm.list_pretrained(f'{arch}.*')) == sorted(f'{arch}.{t}' for t in tags)
+        assert sorted(timm.list_pretrained(f'pk_{arch}.*')) == sorted(f'pk_{arch}.{t}' for t in tags)
+        # the default tag is timm's
+        assert timm.create_model(f'pk_{arch}', device='meta').pretrained_cfg['tag'] == tags[0]
+        for tag in tags:
+            ours = get_pretrained_cfg(f'pk_{arch}.{tag}').to_dict()
+            theirs = get_pretrained_cfg(f'{arch}.{tag}').to_dict()
+            assert _resolve_pretrained_source(ours) == ('hf-hub', (f'timm/{arch}.{tag}', 'model.safetensors'))
+            for key in ('num_classes', 'input_size', 'mean', 'std', 'crop_pct', 'interpolation', 'fixed_input_size',
+                        'first_conv', 'classifier', 'license'):
+                assert ours[key] == theirs[key], (tag, key)
+    cfg = get_pretrained_cfg('pk_mixer_b16_224.miil_in21k').to_dict()
+    assert cfg['num_classes'] == 11221 and cfg['mean'] == (0., 0., 0.) and cfg['interpolation'] == 'bilinear'
+    assert get_pretrained_cfg('pk_mixer_l16_224.goog_in21k').num_classes == 21843
+    for name in ('rp_mixer_b16_224', 'rp_mixer_b_w', 's_mixer_rp_s64c64_32', 'sw_mlp_o18_32', 'pk_mixer_s16_224'):
+        assert not timm.list_pretrained(f'{name}*')  # no weights exist: no repository is pointed at
+        assert summarize(name).row()['weights'] == 'none'
+        with pytest.raises(RuntimeError, match='No pretrained weights exist'):
+            timm.create_model(name, pretrained=True, device='meta')
+    assert summarize('pk_mixer_b16_224').row()['weights'] == '4 tags'
+    assert summarize('pk_mixer_l16_224').row()['weights'] == '2 tags'
+
+
+def test_timm_hub_weights_load_into_pk_mixer_b16(tmp_path):
+    """A locally written copy of timm/mixer_b16_224.goog_in21k_ft_in1k (timm's own save_for_hf format) in an
+    offline Hub cache: `pk_mixer_b16_224` with pretrained=True (its default tag) gives timm's logits."""
+    repo = 'timm/mixer_b16_224.goog_in21k_ft_in1k'
+    ref = randomize_(timm.create_model('mixer_b16_224')).eval()
+    save_for_hf(ref, str(tmp_path / 'repo'), safe_serialization=True)
+    install_in_hf_cache(tmp_path / 'repo', tmp_path / 'hub', repo, move=True)
+    x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(0))
+    env = dict(HF_HUB_OFFLINE='1', HF_HUB_CACHE=str(tmp_path / 'hub'), HF_HOME=str(tmp_path / 'hf_home'))
+    got = _load_in_fresh_interpreter({'pk': 'pk_mixer_b16_224', 'timm': f'hf-hub:{repo}'},
+                                     {'pk': x, 'timm': x.clone()}, tmp_path, env)
+    with torch.no_grad():
+        want = ref(x)
+    assert want.std() > 1e-3 and torch.equal(got['pk'], got['timm'])
+    torch.testing.assert_close(got['pk'], want, rtol=0, atol=1e-5)

@@ -1,0 +1,165 @@
+"""The Hub model card (README.md) of a pushed model, in timm's form (timm's own `generate_readme`).
+
+It states what can be read from the model and its training run, nothing else: params and GMACs
+(counted by `catalog.summarize`), the PK-family geometry, the recipe (timm train.py's `args.yaml`),
+and top-1 / top-5 of the pushed epoch from the run's `summary.csv`, when they describe the pushed weights.
+"""
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from timm.models._hub import generate_readme
+
+from .catalog import summarize
+
+__all__ = ['PAPER_ARXIV', 'PAPER_BIBTEX', 'RunMetrics', 'read_run_metrics', 'build_model_card', 'render_model_card']
+
+PAPER_ARXIV = '2306.01470'
+PAPER_TITLE = 'Understanding MLP-Mixer as a Wide and Sparse MLP'
+PAPER_BIBTEX = '''@inproceedings{hayase2024understanding,
+  title={Understanding MLP-Mixer as a Wide and Sparse MLP},
+  author={Hayase, Tomohiro and Karakida, Ryo},
+  booktitle={International Conference on Machine Learning (ICML)},
+  year={2024},
+  eprint={2306.01470},
+  archivePrefix={arXiv}
+}'''
+
+# train.py arguments shown in the card (all of them are in train_hparams.yaml)
+_RECIPE_KEYS = ('epochs', 'batch_size', 'opt', 'lr', 'weight_decay', 'sched', 'warmup_epochs', 'smoothing',
+                'mixup', 'cutmix', 'aa', 'drop_path', 'model_ema', 'amp', 'seed')
+_DATASET_PREFIXES = ('hfds', 'hfids', 'torch', 'tfds', 'wds')
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    top1: float
+    top5: Optional[float]
+    epoch: int
+    ema: bool            # the numbers are those of the EMA weights
+
+
+def read_run_metrics(
+        summary_csv: Path,
+        epoch: Optional[int],
+        weights_are_ema: bool,
+        run_had_ema_eval: bool,
+) -> Tuple[Optional[RunMetrics], str]:
+    """Top-1 / top-5 of `epoch` from timm train.py's summary.csv, if they describe the pushed weights.
+
+    train.py evaluates the EMA weights in place of the model's when the run keeps an EMA (on the device),
+    so the numbers describe the pushed weights only if `weights_are_ema == run_had_ema_eval`.
+    Returns (metrics or None, a note saying why none).
+    """
+    if not summary_csv.is_file():
+        return None, ''
+    if epoch is None:
+        return None, f'{summary_csv.name} not used: the checkpoint records no epoch (train.py checkpoints do)'
+    if weights_are_ema != run_had_ema_eval:
+        which = 'EMA' if run_had_ema_eval else 'non-EMA'
+        hint = 'pass --use-ema' if run_had_ema_eval else 'drop --use-ema'
+        return None, f'{summary_csv.name} not used: it holds the {which} weights\' accuracy ({hint} to push those)'
+    with summary_csv.open(newline='') as f:
+        rows = [r for r in csv.DictReader(f) if r.get('epoch', '').strip() and int(float(r['epoch'])) == epoch]
+    if not rows or not rows[-1].get('eval_top1'):
+        return None, f'{summary_csv.name} not used: no validation row for epoch {epoch}'
+    row = rows[-1]
+    top5 = float(row['eval_top5']) if row.get('eval_top5') else None
+    return RunMetrics(top1=float(row['eval_top1']), top5=top5, epoch=epoch, ema=weights_are_ema), ''
+
+
+def datasets_from_args(train_args: Dict[str, Any]) -> List[str]:
+    """Dataset id of a train.py run ('hfds/imagenet-1k' → 'imagenet-1k'); none for an ImageFolder."""
+    name = str(train_args.get('dataset') or '')
+    prefix, sep, rest = name.partition('/')
+    if sep and prefix in _DATASET_PREFIXES:
+        name = rest
+    return [name] if name else []
+
+
+def _usage(repo_id: str) -> str:
+    return f'''```bash
+pip install timm-pkmixer   # registers the PK-family architectures in timm
+```
+
+```python
+import timm, torch
+from PIL import Image
+
+model = timm.create_model('hf-hub:{repo_id}', pretrained=True).eval()
+transform = timm.data.create_transform(**timm.data.resolve_model_data_config(model), is_training=False)
+img = Image.open('image.jpg').convert('RGB')
+with torch.no_grad():
+    top5_prob, top5_idx = model(transform(img).unsqueeze(0)).softmax(-1).topk(5)
+```
+'''
+
+
+def build_model_card(
+        model_name: str,
+        repo_id: str,
+        model_args: Dict[str, Any],
+        license: str,
+        datasets: List[str],
+        train_args: Optional[Dict[str, Any]] = None,
+        has_hparams_file: bool = False,
+        metrics: Optional[RunMetrics] = None,
+) -> Dict[str, Any]:
+    """The `model_card` dict that timm's `generate_readme` renders."""
+    s = summarize(model_name, **model_args)
+    arch = {'family': s.family, 'timm architecture': f'`{model_name}`'}
+    if s.num_tokens is not None:
+        arch.update({'tokens S': s.num_tokens, 'channels C': s.dim})
+    arch.update({'depth L': s.depth, 'expansion γ (tokens/channels)': s.gamma,
+                 'effective width m': s.width, 'density p': f'{s.density:.4f}'})
+    if 'perm_seed' in model_args:
+        arch['permutation seed'] = model_args['perm_seed']
+    if 'mask_seed' in model_args:
+        arch['mask seed'] = model_args['mask_seed']
+    arch['model_args'] = f'`{json.dumps(model_args, sort_keys=True)}`'
+    details: Dict[str, Any] = {
+        'Model Type': 'Image classification / feature backbone',
+        'Model Stats': {'Params (M)': f'{s.params / 1e6:.2f}', 'GMACs': f'{s.gmacs:.3f}',
+                        'Image size': f'{s.img_size} x {s.img_size}'},
+        'Architecture': arch,
+        'Papers': [f'{PAPER_TITLE}: https://arxiv.org/abs/{PAPER_ARXIV}'],
+    }
+    if datasets:
+        details['Dataset'] = datasets if len(datasets) > 1 else datasets[0]
+    if train_args:
+        script = 'timm `train.py`' + (', every argument in `train_hparams.yaml`' if has_hparams_file else '')
+        recipe = {'script': script}
+        recipe.update({k: train_args[k] for k in _RECIPE_KEYS if train_args.get(k) not in (None, '')})
+        details['Training'] = recipe
+    if metrics is not None:
+        details['Results'] = _results(metrics, train_args or {})
+    description = (
+        f'An {s.family} of the PK family of Hayase & Karakida, "{PAPER_TITLE}" (ICML 2024, arXiv:{PAPER_ARXIV}), '
+        f'trained with timm. The architecture comes from '
+        f'[timm-pkmixer](https://pypi.org/project/timm-pkmixer/), which registers it in timm.')
+    family_tag = s.family.lower().replace(' ', '-')
+    return {
+        'tags': ['image-classification', 'timm', 'timm-pkmixer', family_tag, f'arxiv:{PAPER_ARXIV}'],
+        'license': license,
+        'description': description,
+        'details': details,
+        'usage': _usage(repo_id),
+        'citation': PAPER_BIBTEX,
+    }
+
+
+def _results(metrics: RunMetrics, train_args: Dict[str, Any]) -> Dict[str, str]:
+    res = {'top-1 (%)': f'{metrics.top1:.2f}'}
+    if metrics.top5 is not None:
+        res['top-5 (%)'] = f'{metrics.top5:.2f}'
+    split = train_args.get('val_split') or 'validation'
+    res['evaluated'] = (f'epoch {metrics.epoch}, `{split}` split, {"EMA " if metrics.ema else ""}weights as pushed, '
+                        f'by train.py (`summary.csv` of the run)')
+    return res
+
+
+def render_model_card(card: Dict[str, Any], repo_id: str) -> str:
+    """README.md text: timm's `generate_readme` (YAML header, details, usage, citation)."""
+    return generate_readme(card, repo_id.split('/')[-1])
