@@ -35,6 +35,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from .demo import DEFAULT_MODELS
+    from .research import add_research_commands
     parser = argparse.ArgumentParser(prog='pkmixer', description=__doc__.splitlines()[0] + ' PK-family Mixers for timm.')
     sub = parser.add_subparsers(dest='command', required=True)
 
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--train-per-class', type=int, default=300, help='synthetic images per class (train)')
     p.set_defaults(func=_cmd_demo)
+    add_research_commands(sub)
     return parser
 
 
