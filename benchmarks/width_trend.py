@@ -10,12 +10,13 @@ the writer of train.py), so `pkmixer plot run` draws them.
 Outputs in --out: runs.csv (one row per run), table.md, width_trend.png, meta.json, runs/<run>/summary.csv.
 
     pip install 'timm-pkmixer[research]'
-    python benchmarks/width_trend.py                       # defaults: ~10 min on an idle 2-core CPU
+    python benchmarks/width_trend.py                       # defaults: ~15 min on an idle 2-core CPU
     python benchmarks/width_trend.py --seeds 1 --epochs 2  # smoke run
 """
 import argparse
 import csv
 import json
+import math
 import multiprocessing as mp
 import os
 import platform
@@ -116,28 +117,77 @@ def write_table(rows: List[Dict], pairs, omega: float, path: str) -> List[Dict]:
              'test loss | train loss |',
              '|---|---|---|---|---|---|---|---|---|---|---|']
     for family in FAMILIES:
-        ref = {r['seed']: r['test_err'] for r in rows
+        ref = {r['seed']: r for r in rows
                if r['family'] == family and (r['C'], r['S']) == (widest.dim, widest.num_tokens)}
         for pt in pairs:
             sel = [r for r in rows if r['family'] == family and (r['C'], r['S']) == (pt.dim, pt.num_tokens)]
             if not sel:
                 continue
             err, loss, tr_loss = (mean_sd([r[k] for r in sel]) for k in ('test_err', 'test_loss', 'train_loss'))
-            diff = mean_sd([r['test_err'] - ref[r['seed']] for r in sel if r['seed'] in ref])
+            diff = mean_sd([r['test_err'] - ref[r['seed']]['test_err'] for r in sel if r['seed'] in ref])
+            loss_diff = mean_sd([r['test_loss'] - ref[r['seed']]['test_loss'] for r in sel if r['seed'] in ref])
             agg.append(dict(family=family, C=pt.dim, S=pt.num_tokens, m=pt.width, p=pt.density, seeds=len(sel),
                             test_err=err[0], test_err_sd=err[1], diff=diff[0], diff_sd=diff[1], test_loss=loss[0],
-                            test_loss_sd=loss[1], train_loss=tr_loss[0]))
+                            test_loss_sd=loss[1], loss_diff=loss_diff[0], loss_diff_sd=loss_diff[1],
+                            train_loss=tr_loss[0]))
             lines.append(
                 f'| {family} | {pt.dim} | {pt.num_tokens} | {pt.width} | {pt.density:.4f} | '
                 f'{mixer_omega(pt.num_tokens, pt.dim):g} | {sel[0]["params"]:,} | {err[0]:.2f} ± {err[1]:.2f} | '
                 f'{diff[0]:+.2f} ± {diff[1]:.2f} | {loss[0]:.3f} ± {loss[1]:.3f} | {tr_loss[0]:.4f} |')
+    lines += [''] + paired_summary(rows, pairs, widest)
     with open(path, 'w') as f:
         f.write('\n'.join(lines) + '\n')
     return agg
 
 
+def _mean_se(values: List[float]) -> str:
+    mean, sd = mean_sd(values)
+    return f'{mean:+.3f} ± {sd / math.sqrt(len(values)):.3f}'
+
+
+def paired_summary(rows: List[Dict], pairs, widest) -> List[str]:
+    """Paired (same seed, same data split) comparisons, mean ± standard error over seeds, and Spearman ρ of m
+    against the test metrics over all runs of a family (runs of one seed share a split: the p-values are
+    indicative only)."""
+    from scipy.stats import spearmanr
+    by_key = {(r['family'], r['C'], r['S'], r['seed']): r for r in rows}
+    seeds = sorted({r['seed'] for r in rows})
+    narrow = min(pt.width for pt in pairs)
+    narrow_pts = [pt for pt in pairs if pt.width == narrow]
+    lines = [f'Paired comparisons, mean ± standard error over {len(seeds)} seeds:', '',
+             '| (C, S) | RP − normal test error (pp) | RP lower in | RP − normal test loss |', '|---|---|---|---|']
+    normal, rp = FAMILIES
+    for pt in pairs:
+        both = [(by_key[(rp, pt.dim, pt.num_tokens, s)], by_key[(normal, pt.dim, pt.num_tokens, s)]) for s in seeds
+                if (rp, pt.dim, pt.num_tokens, s) in by_key and (normal, pt.dim, pt.num_tokens, s) in by_key]
+        if not both:
+            continue
+        wins = sum(a['test_err'] < b['test_err'] for a, b in both)
+        lines.append(f'| ({pt.dim}, {pt.num_tokens}) | {_mean_se([a["test_err"] - b["test_err"] for a, b in both])} | '
+                     f'{wins} of {len(both)} | {_mean_se([a["test_loss"] - b["test_loss"] for a, b in both])} |')
+    lines += ['', f'| family | narrowest (m = {narrow}) − widest (m = {widest.width}): test error (pp) | same: '
+              'test loss | Spearman ρ(m, test error) | Spearman ρ(m, test loss) |', '|---|---|---|---|---|']
+    for family in FAMILIES:
+        diffs = []  # per seed: mean over the narrowest pairs (both sides of C = S) minus the widest pair
+        for s in seeds:
+            ref = by_key.get((family, widest.dim, widest.num_tokens, s))
+            narrow_runs = [by_key.get((family, pt.dim, pt.num_tokens, s)) for pt in narrow_pts if pt != widest]
+            if ref and narrow_runs and all(narrow_runs):
+                diffs.append(tuple(float(np.mean([r[k] for r in narrow_runs])) - ref[k]
+                                   for k in ('test_err', 'test_loss')))
+        runs = [r for r in rows if r['family'] == family]
+        rho_err = spearmanr([r['m'] for r in runs], [r['test_err'] for r in runs])
+        rho_loss = spearmanr([r['m'] for r in runs], [r['test_loss'] for r in runs])
+        lines.append(f'| {family} | {_mean_se([d[0] for d in diffs]) if diffs else "-"} | '
+                     f'{_mean_se([d[1] for d in diffs]) if diffs else "-"} | '
+                     f'{rho_err.statistic:+.2f} (p = {rho_err.pvalue:.2g}, n = {len(runs)}) | '
+                     f'{rho_loss.statistic:+.2f} (p = {rho_loss.pvalue:.2g}) |')
+    return lines
+
+
 def plot_trend(agg: List[Dict], omega: float, seeds: int, path: str) -> None:
-    """Test error and test loss against C (log axis, C = S dashed) and test error against m, per family."""
+    """Test error and test loss against C (log axis, C = S dashed), and the per-seed paired difference of the
+    test loss from the widest pair against m, per family."""
     from timm_pkmixer.research.figures import require_matplotlib
     Figure = require_matplotlib()
     fig = Figure(figsize=(12, 3.8), layout='constrained')
@@ -152,18 +202,20 @@ def plot_trend(agg: List[Dict], omega: float, seeds: int, path: str) -> None:
         for branch, ls, marker in ((lambda a: a['C'] <= a['S'], '-', 'v'), (lambda a: a['C'] >= a['S'], '--', '^')):
             part = sorted((a for a in sel if branch(a)), key=lambda a: a['m'])
             side = 'C ≤ S' if ls == '-' else 'C ≥ S'
-            axes[2].errorbar([a['m'] for a in part], [a['test_err'] for a in part],
-                             yerr=[a['test_err_sd'] for a in part], color=color, ls=ls, marker=marker, ms=5,
-                             capsize=3, label=f'{family}, {side}')
+            axes[2].errorbar([a['m'] for a in part], [a['loss_diff'] for a in part],
+                             yerr=[a['loss_diff_sd'] / math.sqrt(a['seeds']) for a in part], color=color, ls=ls,
+                             marker=marker, ms=5, capsize=3, label=f'{family}, {side}')
     for ax in axes[:2]:
         ax.set_xscale('log')
         ax.axvline(c_star, color='grey', ls='--', lw=0.8)
         ax.set_xlabel('channels C  (S from eq. S.42; dashed: C = S)')
-    axes[0].set_ylabel('test error (%)'), axes[1].set_ylabel('test loss'), axes[2].set_ylabel('test error (%)')
+    axes[0].set_ylabel('test error (%)'), axes[1].set_ylabel('test loss')
+    axes[2].set_ylabel('test loss − test loss at C = S')
+    axes[2].axhline(0, color='grey', lw=0.8)
     axes[2].set_xlabel('effective width m = S·C')
     axes[0].set_title(f'8×8 digits, Ω = {omega:g}, mean ± sd of {seeds} seeds', fontsize=9)
     axes[1].set_title('test cross-entropy', fontsize=9)
-    axes[2].set_title('error against width (both sides of C = S)', fontsize=9)
+    axes[2].set_title('Δ test loss from C = S, paired by seed (mean ± SE)', fontsize=9)
     for ax in axes:
         ax.legend(fontsize=8)
     fig.savefig(path, dpi=90)
@@ -175,7 +227,7 @@ def main() -> None:
     parser.add_argument('--omega', type=float, default=2 ** 15, help='Ω of every pair (default 2^15: C* = S* = 32)')
     parser.add_argument('--dims', type=int, nargs='+', default=[8, 12, 16, 32],
                         help='C of the pairs up to C*, each mirrored to (S, C) (default 8 12 16 32)')
-    parser.add_argument('--seeds', type=int, default=5)
+    parser.add_argument('--seeds', type=int, default=10)
     parser.add_argument('--epochs', type=int, default=40)
     parser.add_argument('--depth', type=int, default=8, help='blocks L (8 as App. C.4)')
     parser.add_argument('--lr', type=float, default=1e-2)

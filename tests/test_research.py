@@ -279,19 +279,22 @@ def test_width_trend_benchmark_smoke(tmp_path):
     pytest.importorskip('sklearn')
     out = tmp_path / 'trend'
     proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, 'benchmarks', 'width_trend.py'), '--dims', '8', '--seeds', '1',
+        [sys.executable, os.path.join(ROOT, 'benchmarks', 'width_trend.py'), '--dims', '8', '16', '--seeds', '1',
          '--epochs', '1', '--depth', '1', '--workers', '1', '--out', str(out)],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     with open(out / 'runs.csv') as f:
         rows = f.read().splitlines()
     assert rows[0].startswith('family,C,S,m,seed,params,train_loss,train_err,test_loss,test_err')
-    assert sorted(r.split(',')[0:3] for r in rows[1:]) == [
-        ['RP S-Mixer', '8', '87'], ['RP S-Mixer', '87', '8'], ['S-Mixer', '8', '87'], ['S-Mixer', '87', '8']]
+    pairs = [['8', '87'], ['16', '56'], ['56', '16'], ['87', '8']]  # C = 8, 16 and their mirrors at Ω = 2^15
+    assert sorted(r.split(',')[0:3] for r in rows[1:]) == sorted([f, *p] for f in ('S-Mixer', 'RP S-Mixer')
+                                                                 for p in pairs)
     table = (out / 'table.md').read_text().splitlines()
-    assert table[2].startswith('| family | C | S | m = S·C |') and len(table) == 4 + 4
+    assert table[2].startswith('| family | C | S | m = S·C |')
+    assert [line.split(' | ')[1:4] for line in table[4:12]] == [[c, s, str(int(c) * int(s))] for c, s in pairs] * 2
+    assert [line.split(' | ')[0] for line in table[17:21]] == ['| (8, 87)', '| (16, 56)', '| (56, 16)', '| (87, 8)']
     assert png_size(out / 'width_trend.png') == (1080, 342)
     summary = read_summary(str(out / 'runs' / 'rp-smixer-c8-s87-seed0' / 'summary.csv'))
     assert list(summary) == ['epoch', 'train_loss', 'eval_loss', 'eval_top1', 'lr'] and len(summary['epoch']) == 1
     meta = json.loads((out / 'meta.json').read_text())
-    assert meta['pairs'] == [[8, 87], [87, 8]] and meta['runs'] == 4 and meta['wall_seconds'] > 0
+    assert meta['pairs'] == [[int(c), int(s)] for c, s in pairs] and meta['runs'] == 8 and meta['wall_seconds'] > 0

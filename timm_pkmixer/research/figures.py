@@ -167,6 +167,12 @@ def plot_runs(paths: Sequence[str], out: str, labels: Optional[Sequence[str]] = 
             ax.plot(ep, s['mean'], ls=ls, color=color, label=f'{name} {suffix}' if suffix else name)
             if g['runs'] > 1:
                 ax.fill_between(ep, s['min'], s['max'], color=color, alpha=0.2, lw=0)
+    losses = np.concatenate([g[k]['mean'] for g in groups.values() for k in ('train_loss', 'eval_loss') if k in g])
+    losses = losses[np.isfinite(losses) & (losses > 0)]
+    if losses.size and losses.max() / losses.min() > 10:  # log axis when the losses span over a decade
+        axes[0].set_yscale('log')
+    for ax in axes:
+        ax.xaxis.get_major_locator().set_params(integer=True)
     axes[0].set_xlabel('epoch'), axes[0].set_ylabel('loss'), axes[0].set_title('loss (dashed: train, solid: val)')
     axes[0].legend(fontsize=7)
     if has_top1:
