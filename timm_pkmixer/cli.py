@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .demo import DEFAULT_MODELS
     from .hub import add_push_command
     from .launch import add_train_command
+    from .research import add_research_commands
     from .sweep import add_sweep_command
     parser = argparse.ArgumentParser(prog='pkmixer', description=__doc__.splitlines()[0] + ' PK-family Mixers for timm.')
     sub = parser.add_subparsers(dest='command', required=True)
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep_command(sub)
     add_prepare_stl10_command(sub)
     add_push_command(sub)
+    add_research_commands(sub)
     return parser
 
 

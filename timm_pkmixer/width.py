@@ -5,10 +5,11 @@ of connections (non-zero weights) per layer, p = ratio of non-zero entries of th
 """
 import math
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import List, Optional, Sequence
 
 __all__ = [
-    'mixer_omega', 'tokens_for_omega', 'optimal_width', 'density', 'sw_mlp_width', 'MixerGeometry',
+    'mixer_omega', 'tokens_for_omega', 'optimal_width', 'density', 'sw_mlp_width', 'gamma_for_omega',
+    'WidthPoint', 'width_point', 'width_curve', 'patch_sweep', 'MixerGeometry',
 ]
 
 
@@ -48,6 +49,83 @@ def sw_mlp_width(omega: float, p: float, gamma: float = 1.0) -> int:
     if not 0 < p <= 1:
         raise ValueError(f'density p must be in (0, 1], got {p}')
     return round(math.sqrt(omega / (gamma * p)))
+
+
+def gamma_for_omega(num_tokens: float, dim: float, omega: float) -> float:
+    """γ = 2Ω/(C·S² + C²·S): eq. 14 solved for the expansion factor (Mixer-B-W: S=256, C=588 → 4.57)."""
+    _positive('S', num_tokens), _positive('C', dim), _positive('omega', omega)
+    return 2 * omega / (dim * num_tokens ** 2 + dim ** 2 * num_tokens)
+
+
+@dataclass(frozen=True)
+class WidthPoint:
+    """One integer (C, S) on the fixed-Ω curve of eq. 14; `patch` P when C = in_chans·P² (eq. S.44)."""
+    dim: int                  # C
+    num_tokens: int           # S
+    gamma: float              # γ
+    patch: Optional[int] = None  # P
+
+    @property
+    def width(self) -> int:
+        """Effective width m = S·C."""
+        return self.num_tokens * self.dim
+
+    @property
+    def omega(self) -> float:
+        """Ω of the integer (S, C), eq. 14 (close to, not equal to, the Ω it was solved for)."""
+        return mixer_omega(self.num_tokens, self.dim, self.gamma)
+
+    @property
+    def density(self) -> float:
+        """p = Ω/(γm²) = (1/C + 1/S)/2."""
+        return density(self.omega, self.gamma, self.width)
+
+    def as_dict(self) -> dict:
+        return dict(P=self.patch, C=self.dim, S=self.num_tokens, m=self.width, p=self.density,
+                    omega=self.omega, gamma=self.gamma)
+
+
+def width_point(dim: int, omega: float, gamma: float = 1.0, patch: Optional[int] = None) -> WidthPoint:
+    """The point at channels C: S = round(S(C)) at fixed Ω, γ (how App. C.4 / C.5 pick their pairs)."""
+    num_tokens = round(tokens_for_omega(dim, omega, gamma))
+    if num_tokens < 1:
+        raise ValueError(f'C={dim} leaves less than one token at omega={omega:g}, gamma={gamma:g}')
+    return WidthPoint(int(dim), int(num_tokens), float(gamma), patch)
+
+
+def width_curve(
+        omega: float,
+        gamma: float = 1.0,
+        dims: Optional[Sequence[int]] = None,
+        mirror: bool = False,
+) -> List[WidthPoint]:
+    """Integer points along the fixed-Ω curve, ordered by C.
+
+    Args:
+        omega: Ω, connections per layer.
+        gamma: Expansion factor γ.
+        dims: Channels C to place, S = round(S(C)) each. Default: C = round(C*·2^(-k/2)), k = 0..6
+            (C* down to C*/8), mirrored.
+        mirror: Also add each (C, S) as (C, S) = (S, C), which has the same Ω (eq. 14 is symmetric in S and C):
+            the symmetric pairs of App. C.4.
+    """
+    if dims is None:
+        c_star = optimal_width(omega, gamma)[0]
+        dims, mirror = [max(1, round(c_star * 2 ** (-k / 2))) for k in range(7)], True
+    points = {}
+    for c in dims:
+        pt = width_point(c, omega, gamma)
+        points.setdefault(pt.dim, pt)
+        if mirror:
+            points.setdefault(pt.num_tokens, WidthPoint(pt.num_tokens, pt.dim, float(gamma)))
+    return [points[c] for c in sorted(points)]
+
+
+def patch_sweep(omega: float, gamma: float, patches: Sequence[int], in_chans: int = 3) -> List[WidthPoint]:
+    """C = in_chans·P² and S from eq. S.44 for each patch size P (the ImageNet sweep of C.5, Fig. 6d)."""
+    for p in patches:
+        _positive('patch size P', p)
+    return [width_point(in_chans * p * p, omega, gamma, patch=p) for p in patches]
 
 
 @dataclass(frozen=True)
