@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 import yaml
 
-from .width import tokens_for_omega
+from .width import patch_sweep
 
 __all__ = [
     'load_recipe', 'load_train_py', 'train_py_arguments', 'check_recipe_keys', 'BatchAndLr', 'resolve_batch_and_lr',
@@ -119,15 +119,13 @@ def imagenet_width_sweep(patches: Sequence[int] = IMAGENET_SWEEP_PATCHES, omega:
                          gamma: float = 4., permutation: str = 'random') -> List[SweepPoint]:
     """Fig. 6 (d): MLP-Mixers with L = 8, C = 3P², S from eq. S.44 at fixed Ω (C.5), 224 px."""
     family = 'rp_mixer' if permutation == 'random' else 'pk_mixer'
-    points = []
     for p in patches:
         if 224 % p:
             raise ValueError(f'patch size {p} does not divide the 224 px image')
-        c = 3 * p * p
-        s = round(tokens_for_omega(c, omega, gamma))
-        kwargs = dict(patch_size=p, embed_dim=c, num_tokens=s, mlp_ratio=gamma)
-        points.append(SweepPoint(f'{family}_b_w_p{p}_s{s}_c{c}', f'{family}_b_w', kwargs, s, c))
-    return points
+    return [SweepPoint(f'{family}_b_w_p{pt.patch}_s{pt.num_tokens}_c{pt.dim}', f'{family}_b_w',
+                       dict(patch_size=pt.patch, embed_dim=pt.dim, num_tokens=pt.num_tokens, mlp_ratio=gamma),
+                       pt.num_tokens, pt.dim)
+            for pt in patch_sweep(omega, gamma, patches)]
 
 
 def cifar_width_sweep(omega: int = 2 ** 18, permutation: str = 'random') -> List[SweepPoint]:
