@@ -232,4 +232,4 @@ def test_features_only_and_meta_device():
     assert all(t.device.type == 'meta' for t in list(meta.parameters()) + list(meta.buffers()))
     bf16 = timm.create_model('s_mixer_rp_s64c64_32', dtype=torch.bfloat16)
     assert bf16.blocks[0].mlp_tokens.fc1.weight.dtype == torch.bfloat16
-    assert bf16.blocks[0].mlp_tokens.perm_in.index.dtype == torch.long
+    assert bf16.blocks[0].mlp_tokens.perm_in.index.dtype == torch.int32  # indices keep their integer dtype

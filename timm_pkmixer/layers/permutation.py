@@ -11,7 +11,13 @@ process, on every machine and with every torch/numpy version.
 
 Only a 64-bit digest of each permutation is stored in the state dict (`digest`), so an
 RP checkpoint is the size of a normal one; loading a checkpoint made with another seed,
-or a corrupted one, is refused.
+or a corrupted one, is refused. In memory the permutation and its inverse are int32
+(int64 only past 2³¹ features): half the memory of int64 and a faster gather.
+
+Under ``torch.compile`` on the CPU the gather is one opaque custom op
+(``timm_pkmixer::permute``): inductor fuses everything around it but not the gather itself,
+because fused into a LayerNorm reduction it would be recomputed with scalar indirect loads
+in every pass of the reduction (measured 1.5× slower per step; benchmarks/RESULTS.md).
 """
 import hashlib
 from typing import Optional, Sequence, Tuple
@@ -21,7 +27,12 @@ import torch
 import torch.nn as nn
 from timm.layers import register_notrace_module
 
-__all__ = ['derive_permutation', 'permutation_digest', 'check_permutation', 'FixedPermutation', 'Transpose']
+__all__ = ['derive_permutation', 'permutation_digest', 'check_permutation', 'permute', 'FixedPermutation',
+           'Transpose', 'COMPILE_OPAQUE_DEVICES']
+
+# Device types on which a compiled graph calls the gather as an opaque kernel instead of letting
+# inductor fuse it (see the module docstring); an empty tuple lets inductor fuse it everywhere.
+COMPILE_OPAQUE_DEVICES: Tuple[str, ...] = ('cpu',)
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -49,17 +60,33 @@ def hashed_uniform_keys(num: int, seed: int, key: str) -> np.ndarray:
     return _splitmix64(_splitmix64(counter ^ hi) ^ lo)
 
 
+def _argsort_distinct(keys: np.ndarray) -> torch.Tensor:
+    """Stable argsort (int64 tensor) of *distinct* uint64 keys.
+
+    With no ties every sort gives the stable order, so torch's (faster) sort may be used on the
+    keys mapped order-preservingly to int64 (flip the sign bit).
+    """
+    return torch.from_numpy((keys ^ np.uint64(1 << 63)).view(np.int64)).argsort()
+
+
+def _derive(num: int, seed: int, key: str) -> torch.Tensor:
+    if num <= 0:
+        raise ValueError(f'permutation length must be positive, got {num}')
+    # the keys are distinct: counter -> key is a bijection of uint64 (xor, SplitMix64 are bijections)
+    return _argsort_distinct(hashed_uniform_keys(num, seed, key))
+
+
 def derive_permutation(num: int, seed: int, key: str) -> np.ndarray:
     """A uniform random permutation of 0..num-1 (int64), fixed by (seed, key).
+
+    It is the stable argsort of `hashed_uniform_keys(num, seed, key)`.
 
     Args:
         num: Length m of the permuted vector.
         seed: Permutation seed (a model argument).
         key: Name of the permutation inside the model, e.g. ``'blocks.3.mlp_tokens.perm_in'``.
     """
-    if num <= 0:
-        raise ValueError(f'permutation length must be positive, got {num}')
-    return np.argsort(hashed_uniform_keys(num, seed, key), kind='stable').astype(np.int64)
+    return _derive(num, seed, key).numpy()
 
 
 def permutation_digest(perm: np.ndarray) -> int:
@@ -81,6 +108,11 @@ def check_permutation(index: torch.Tensor, num: int, name: str = 'permutation') 
                          f'{int(counts[0] + counts[-1])} out of range')
 
 
+def index_dtype(num: int) -> torch.dtype:
+    """int32 indices (half the memory of int64, a faster gather) unless `num` needs int64."""
+    return torch.int32 if num <= torch.iinfo(torch.int32).max else torch.int64
+
+
 class _Gather(torch.autograd.Function):
     """y = x[..., index]; dy/dx applied as g[..., inverse] (a gather, not a scatter)."""
 
@@ -96,12 +128,56 @@ class _Gather(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         index, inverse = ctx.saved_tensors
-        return _Gather.apply(grad, inverse, index), None, None
+        if torch.is_grad_enabled():  # create_graph=True: the backward gather is differentiable too
+            return _Gather.apply(grad, inverse, index), None, None
+        return grad.index_select(-1, inverse), None, None
+
+
+@torch.library.custom_op('timm_pkmixer::permute', mutates_args=())
+def _permute_op(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
+    """x[:, index] of a (B, m) tensor, as one opaque op for compiled graphs; backward gathers by `inverse`."""
+    return x.index_select(1, index)
+
+
+@_permute_op.register_fake
+def _(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
+    return x.new_empty((x.shape[0], index.shape[0]))
+
+
+def _permute_setup_context(ctx, inputs, output) -> None:
+    _, index, inverse = inputs
+    ctx.save_for_backward(index, inverse)
+
+
+def _permute_backward(ctx, grad: torch.Tensor):
+    index, inverse = ctx.saved_tensors
+    return _permute_op(grad.contiguous(), inverse, index), None, None
+
+
+_permute_op.register_autograd(_permute_backward, setup_context=_permute_setup_context)
+
+
+def _compile_opaque(x: torch.Tensor) -> bool:
+    """True while torch.compile (not torch.export) traces a graph on a device of COMPILE_OPAQUE_DEVICES."""
+    if not torch.compiler.is_compiling():
+        return False
+    is_exporting = getattr(torch.compiler, 'is_exporting', None)
+    return not (is_exporting is not None and is_exporting()) and x.device.type in COMPILE_OPAQUE_DEVICES
 
 
 @torch.jit.unused
-def _gather_autograd(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
-    return _Gather.apply(x, index, inverse)
+def permute(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
+    """y = x[:, index] for a (B, m) tensor x and a permutation `index` with inverse `inverse`.
+
+    The backward is the gather g[:, inverse] (no scatter). Eager: index_select, wrapped in an
+    autograd function when a gradient is needed. Compiled on a device of COMPILE_OPAQUE_DEVICES:
+    the opaque op ``timm_pkmixer::permute``.
+    """
+    if _compile_opaque(x):
+        return _permute_op(x, index, inverse)
+    if torch.is_grad_enabled() and x.requires_grad:
+        return _Gather.apply(x, index, inverse)
+    return x.index_select(1, index)
 
 
 @register_notrace_module
@@ -129,17 +205,18 @@ class FixedPermutation(nn.Module):
         self.key = key
         self._digest: Optional[int] = None
         device = torch.empty(0, device=device).device  # honours torch.device(...) contexts
-        self.register_buffer('index', torch.empty(num, dtype=torch.long, device=device), persistent=False)
-        self.register_buffer('inverse', torch.empty(num, dtype=torch.long, device=device), persistent=False)
+        dtype = index_dtype(num)
+        self.register_buffer('index', torch.empty(num, dtype=dtype, device=device), persistent=False)
+        self.register_buffer('inverse', torch.empty(num, dtype=dtype, device=device), persistent=False)
         self.register_buffer('digest', torch.zeros((), dtype=torch.long, device=device))
         self.init_non_persistent_buffers()
 
-    def _numpy_permutation(self) -> np.ndarray:
-        return derive_permutation(self.num, self.seed, self.key)
+    def _permutation(self) -> torch.Tensor:
+        return _derive(self.num, self.seed, self.key)
 
     def expected_digest(self) -> int:
         if self._digest is None:
-            self._digest = permutation_digest(self._numpy_permutation())
+            self._digest = permutation_digest(self._permutation().numpy())
         return self._digest
 
     @torch.no_grad()
@@ -147,12 +224,13 @@ class FixedPermutation(nn.Module):
         """(Re)compute index, inverse and digest from (seed, key); a no-op on the meta device."""
         if self.index.device.type == 'meta':
             return
-        perm = self._numpy_permutation()
-        self._digest = permutation_digest(perm)
-        inverse = np.empty_like(perm)
-        inverse[perm] = np.arange(self.num, dtype=perm.dtype)
-        self.index.copy_(torch.from_numpy(perm))
-        self.inverse.copy_(torch.from_numpy(inverse))
+        perm = self._permutation()
+        self._digest = permutation_digest(perm.numpy())
+        perm = perm.to(self.index.dtype)
+        inverse = torch.empty_like(perm)
+        inverse[perm] = torch.arange(self.num, dtype=perm.dtype)
+        self.index.copy_(perm)
+        self.inverse.copy_(inverse)
         self.digest.fill_(self._digest)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
@@ -163,7 +241,7 @@ class FixedPermutation(nn.Module):
             index = state_dict.pop(index_key)
             try:
                 check_permutation(index, self.num, name=index_key)
-                if not torch.equal(index.cpu().long(), torch.from_numpy(self._numpy_permutation())):
+                if not torch.equal(index.cpu().long(), self._permutation()):
                     raise ValueError(f'{index_key} does not match this model\'s permutation (perm_seed={self.seed})')
             except ValueError as e:
                 error_msgs.append(str(e))
@@ -178,13 +256,21 @@ class FixedPermutation(nn.Module):
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.reshape(x.shape[0], self.num)
-        if torch.jit.is_scripting() or not (torch.is_grad_enabled() and x.requires_grad):
+    def forward(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """J·x, or residual + J·x with the sum written into J·x's fresh buffer (one allocation and one
+        output stream fewer than a separate add; the result is the same)."""
+        batch = x.shape[0]
+        out_shape = [batch] + list(self.out_shape)
+        x = x.reshape(batch, self.num)
+        if torch.jit.is_scripting():
             y = x.index_select(1, self.index)
         else:
-            y = _gather_autograd(x, self.index, self.inverse)
-        return y.view((x.shape[0],) + self.out_shape)
+            y = permute(x, self.index, self.inverse)
+        if residual is None:
+            return y.view(out_shape)
+        if residual.dtype == y.dtype and list(residual.shape) == out_shape:
+            return y.add_(residual.reshape(batch, self.num)).view(out_shape)
+        return residual + y.view(out_shape)
 
     def extra_repr(self) -> str:
         return f'm={self.num}, out_shape={self.out_shape}, seed={self.seed}'

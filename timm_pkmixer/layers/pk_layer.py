@@ -67,13 +67,23 @@ class PKMlp(nn.Module):
         self.drop2 = nn.Dropout(drop) if hidden_features else nn.Identity()
         self.perm_out = perm_out
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, S_in, C) → (B, S_out, C)."""
+    def _mlp(self, x: torch.Tensor) -> torch.Tensor:
         x = self.perm_in(x)                   # J1
         x = self.drop1(self.act(self.fc1(x)))  # φ((I ⊗ W1) ·)
         if self.fc2 is not None:
             x = self.drop2(self.fc2(x))       # (I ⊗ W2) ·
-        return self.perm_out(x)               # J2
+        return x
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, S_in, C) → (B, S_out, C)."""
+        return self.perm_out(self._mlp(x))    # J2
+
+    @torch.jit.unused
+    def forward_add(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """residual + forward(x); with a random J2 the sum is written into J2's output (no extra buffer)."""
+        if isinstance(self.perm_out, FixedPermutation):
+            return self.perm_out(self._mlp(x), residual)
+        return residual + self.forward(x)
 
 
 def make_pk_mlp(

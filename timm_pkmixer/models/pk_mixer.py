@@ -80,8 +80,13 @@ class PKMixerBlock(nn.Module):
         self.norm2 = norm_layer(dim, **dd)
         self.mlp_channels = make_pk_mlp('channel', num_tokens, num_tokens, hidden_features=channel_hidden,
                                         key=f'{key}.mlp_channels', **pk)
+        # RP without stochastic depth: add the skip into J2's fresh output (PKMlp.forward_add)
+        self.fused_residual = permutation == 'random' and drop_path <= 0.
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fused_residual and not torch.jit.is_scripting():
+            x = self.mlp_tokens.forward_add(self.norm1(x), self.skip(x))
+            return self.mlp_channels.forward_add(self.norm2(x), x)
         x = self.skip(x) + self.drop_path(self.mlp_tokens(self.norm1(x)))
         x = x + self.drop_path(self.mlp_channels(self.norm2(x)))
         return x

@@ -1,0 +1,150 @@
+"""The performance paths compute exactly what the reference does: derivation, int32 buffers, the compiled op."""
+import numpy as np
+import pytest
+import timm
+import torch
+
+import timm_pkmixer.layers.permutation as perm_lib
+from timm_pkmixer.layers import FixedPermutation, derive_permutation, make_pk_mlp, permutation_digest
+from timm_pkmixer.layers.permutation import hashed_uniform_keys, permute
+
+from conftest import randomize_
+
+
+@pytest.mark.parametrize('num', [1, 2, 3, 1000, 65537, 200704])
+@pytest.mark.parametrize('seed,key', [(0, 'blocks.0.mlp_tokens.perm_in'), (7, 'blocks.23.mlp_channels.perm_out')])
+def test_fast_derivation_is_the_stable_argsort_of_the_keys(num, seed, key):
+    keys = hashed_uniform_keys(num, seed, key)
+    assert len(np.unique(keys)) == num  # the keys are distinct, so any sort gives the stable order
+    ref = np.argsort(keys, kind='stable').astype(np.int64)
+    got = derive_permutation(num, seed, key)
+    assert got.dtype == np.int64 and np.array_equal(got, ref)
+
+
+def test_buffers_are_int32_and_the_state_dict_is_unchanged():
+    perm = FixedPermutation(4096, (64, 64), seed=3, key='blocks.1.mlp_tokens.perm_in')
+    ref = derive_permutation(4096, 3, 'blocks.1.mlp_tokens.perm_in')
+    assert perm.index.dtype == perm.inverse.dtype == torch.int32
+    assert np.array_equal(perm.index.numpy(), ref)
+    assert torch.equal(perm.index[perm.inverse.long()].long(), torch.arange(4096))
+    sd = perm.state_dict()
+    assert list(sd) == ['digest'] and sd['digest'].dtype == torch.int64
+    assert int(sd['digest']) == permutation_digest(ref)  # the digest is still that of the int64 permutation
+    assert perm_lib.index_dtype(2 ** 31) == torch.int64 and perm_lib.index_dtype(2 ** 31 - 1) == torch.int32
+
+
+def test_rp_model_buffers_int32_and_half_the_memory():
+    model = timm.create_model('s_mixer_rp_s64c64_32')
+    perms = [m for m in model.modules() if isinstance(m, FixedPermutation)]
+    nbytes = sum(b.numel() * b.element_size() for p in perms for b in (p.index, p.inverse))
+    assert nbytes == sum(p.num for p in perms) * 2 * 4
+
+
+def test_permute_op_forward_backward_and_double_backward():
+    perm = FixedPermutation(60, (5, 12), seed=1, key='p')
+    x = torch.randn(3, 60, dtype=torch.float64, requires_grad=True)
+    y = perm_lib._permute_op(x, perm.index, perm.inverse)
+    torch.testing.assert_close(y, x[:, perm.index.long()], rtol=0, atol=0)
+    g = torch.randn_like(y)
+    (gx,) = torch.autograd.grad(y, x, g)
+    torch.testing.assert_close(gx, g[:, perm.inverse.long()], rtol=0, atol=0)
+    assert torch.autograd.gradcheck(lambda t: perm_lib._permute_op(t, perm.index, perm.inverse), (x,))
+    assert torch.autograd.gradgradcheck(lambda t: perm_lib._permute_op(t, perm.index, perm.inverse), (x,))
+    torch.library.opcheck(perm_lib._permute_op, (x.detach(), perm.index, perm.inverse))
+
+
+def test_eager_permute_paths_agree():
+    perm = FixedPermutation(64, (8, 8), seed=2, key='q')
+    x = torch.randn(4, 64, requires_grad=True)
+    ref = x.detach()[:, perm.index.long()]
+    torch.testing.assert_close(permute(x, perm.index, perm.inverse), ref, rtol=0, atol=0)  # autograd function
+    with torch.no_grad():
+        torch.testing.assert_close(permute(x, perm.index, perm.inverse), ref, rtol=0, atol=0)  # plain gather
+
+
+def _graph_targets(fn, *args) -> set:
+    """Targets of the nodes of the graph(s) dynamo hands to the backend."""
+    targets = set()
+
+    def backend(gm, example_inputs):
+        targets.update(n.target for n in gm.graph.nodes if n.op == 'call_function')
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=backend, fullgraph=True)(*args)
+    torch._dynamo.reset()
+    return targets
+
+
+def test_compiled_cpu_graph_calls_the_opaque_permute_op():
+    layer = make_pk_mlp('channel', 6, 6, 5, None, 'random', seed=3, key='t')
+    x = torch.randn(2, 6, 5, requires_grad=True)
+    assert torch.ops.timm_pkmixer.permute.default in _graph_targets(layer, x)
+    old = perm_lib.COMPILE_OPAQUE_DEVICES
+    perm_lib.COMPILE_OPAQUE_DEVICES = ()
+    try:  # inductor may fuse the gather: the graph holds the plain gather, not the op
+        assert torch.ops.timm_pkmixer.permute.default not in _graph_targets(layer, x)
+    finally:
+        perm_lib.COMPILE_OPAQUE_DEVICES = old
+
+
+def test_compiled_with_fused_gathers_matches_eager():
+    """The alternative the benchmark measures (inductor fuses the gathers) computes the same function."""
+    torch._dynamo.reset()
+    model = randomize_(timm.create_model('s_mixer_rp_s64c64_32', num_blocks=1))
+    x = torch.randn(4, 3, 32, 32)
+    old = perm_lib.COMPILE_OPAQUE_DEVICES
+    perm_lib.COMPILE_OPAQUE_DEVICES = ()
+    try:
+        y = torch.compile(model, fullgraph=True)(x)
+    finally:
+        perm_lib.COMPILE_OPAQUE_DEVICES = old
+        torch._dynamo.reset()
+    torch.testing.assert_close(y, model(x), rtol=1e-4, atol=1e-5)
+
+
+def test_permutation_with_residual_is_residual_plus_permutation():
+    perm = FixedPermutation(60, (5, 12), seed=1, key='p').double()
+    x = torch.randn(3, 6, 10, dtype=torch.float64, requires_grad=True)
+    r = torch.randn(3, 5, 12, dtype=torch.float64, requires_grad=True)
+    y = perm(x, r)
+    x2, r2 = x.detach().clone().requires_grad_(True), r.detach().clone().requires_grad_(True)
+    ref = r2 + perm(x2)
+    torch.testing.assert_close(y, ref, rtol=0, atol=0)
+    g = torch.randn_like(y)
+    for a, b in zip(torch.autograd.grad(y, (x, r), g), torch.autograd.grad(ref, (x2, r2), g)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    # another dtype (e.g. an fp32 residual with a bf16 branch under autocast) is added out of place, promoted
+    r32 = torch.randn(3, 5, 12)
+    out = perm(x.detach().bfloat16(), r32)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, r32 + perm(x.detach().bfloat16()), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize('permutation', ['random', 'normal'])
+@pytest.mark.parametrize('hidden', [12, None])
+def test_pk_mlp_forward_add_is_residual_plus_forward(permutation, hidden):
+    layer = make_pk_mlp('token', 6, 6, 5, hidden, permutation, seed=3, key='t').double()
+    x = torch.randn(4, 6, 5, dtype=torch.float64)
+    r = torch.randn(4, 6, 5, dtype=torch.float64)
+    torch.testing.assert_close(layer.forward_add(x, r), r + layer(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize('name,kw', [('s_mixer_rp_s64c64_32', dict(num_blocks=2)),
+                                     ('rp_mixer_ss_w_32', dict(num_blocks=1, num_tokens=40))])
+def test_fused_residual_blocks_are_bit_identical_to_the_plain_blocks(name, kw):
+    model = randomize_(timm.create_model(name, **kw))
+    assert all(blk.fused_residual for blk in model.blocks)
+    assert not any(blk.fused_residual for blk in timm.create_model(name, drop_path_rate=0.1, **kw).blocks)
+    assert not any(blk.fused_residual for blk in timm.create_model('s_mixer_s64c64_32', num_blocks=1).blocks)
+    x = torch.randn(3, 3, 32, 32, requires_grad=True)
+    params = [p for n, p in model.named_parameters() if not n.startswith('head')]
+    outs, grads = [], []
+    for fused in (True, False):
+        for blk in model.blocks:
+            blk.fused_residual = fused
+        y = model.forward_features(x)
+        outs.append(y)
+        grads.append(torch.autograd.grad(y.square().sum(), [x] + params))
+    assert torch.equal(outs[0], outs[1])
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
