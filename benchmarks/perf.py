@@ -4,9 +4,10 @@ Every figure is a ratio (or a throughput) measured in one process, side by side:
 repetitions that interleave the compared variants (the order reversed every other repetition), and
 medians. A ratio is the median of the per-repetition ratios, with its interquartile range.
 
-    python benchmarks/perf.py                      # everything, CPU fp32 (about 10 minutes on 1 thread)
+    python benchmarks/perf.py                      # everything, CPU fp32, at 1 thread and at all threads
     python benchmarks/perf.py --quick              # fewer repetitions, smaller compile/construction cases
     python benchmarks/perf.py --only op,step       # sections: op, step, memory, compile, construct
+    python benchmarks/perf.py --threads 1          # one thread count only (default: 1 and os.cpu_count())
     python benchmarks/perf.py --device cuda --dtype bfloat16 --batch-size 128   # on a GPU (bf16 autocast)
 
 Markdown tables go to stdout; ``--json PATH`` also writes the raw numbers with the environment.
@@ -24,13 +25,13 @@ import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+import timm
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import timm
 import timm_pkmixer  # noqa: F401  (registers the models)
-from timm_pkmixer.layers import permutation as perm_lib
+from timm_pkmixer.layers.gather import GATHER_TABLE, tuned_choices, use_gather_backend
 from timm_pkmixer.layers.permutation import FixedPermutation
 
 SECTIONS = ('op', 'step', 'memory', 'compile', 'construct')
@@ -109,7 +110,8 @@ def goal(value: float, limit: float, at_least: bool = False, spread: Optional[Tu
 
 
 def section_op(b: Bench, batch: int, rows: int, cols: int) -> dict:
-    """J·x forward + backward at (batch, rows, cols): ours vs the obvious PyTorch ways and a transpose copy."""
+    """J·x forward + backward at (batch, rows, cols): ours (each gather backend) vs the obvious PyTorch ways
+    and a transpose copy."""
     m = rows * cols
     dev = b.device
     ours = FixedPermutation(m, (cols, rows), seed=0, key='bench', device=dev)
@@ -118,36 +120,43 @@ def section_op(b: Bench, batch: int, rows: int, cols: int) -> dict:
     g = torch.randn(batch, m, device=dev)
     gather_index = index.expand(batch, m)
 
-    def run(fn):
+    def run(fn, backend=None):
         def call():
-            y = fn(x)
+            with use_gather_backend(backend, dev.type, modes=('eager',)) if backend else contextlib.nullcontext():
+                y = fn(x)
             (gx,) = torch.autograd.grad(y, x, g.view(y.shape))
             gx.contiguous()  # the consumer (LayerNorm backward) needs a dense gradient
         return call
 
+    default = GATHER_TABLE.get((dev.type, 'eager')) or GATHER_TABLE[('*', 'eager')]
+    ref = f'ours (FixedPermutation, {default})'
     fns = {
-        'ours (FixedPermutation)': run(ours),
+        ref: run(ours),
+        'ours, index_select backend': run(ours, 'index_select'),
+        'ours, gather backend': run(ours, 'gather'),
         'x[:, perm]': run(lambda t: t.reshape(batch, m)[:, index]),
-        'index_select': run(lambda t: t.reshape(batch, m).index_select(1, index)),
-        'gather': run(lambda t: t.reshape(batch, m).gather(1, gather_index)),
+        'index_select (autograd)': run(lambda t: t.reshape(batch, m).index_select(1, index)),
+        'gather (autograd)': run(lambda t: t.reshape(batch, m).gather(1, gather_index)),
         'transpose copy': run(lambda t: t.transpose(1, 2).contiguous()),
     }
     times = b.interleaved(fns, reps=3 * b.reps)  # cheap: more repetitions for a tighter median
-    ref = 'ours (FixedPermutation)'
     rows_out = []
     for n in fns:
         rows_out.append([n, f'{median(times[n]) * 1e3:.2f}', fmt_ratio(ratio(times, n, ref)),
                          fmt_ratio(ratio(times, n, 'transpose copy'))])
     r_adv, r_t = ratio(times, 'x[:, perm]', ref), ratio(times, ref, 'transpose copy')
     vs_adv, vs_t = r_adv['median'], r_t['median']
-    print(f'\n### 1. Permutation op, forward + backward, batch {batch}, {rows} × {cols} (m = {m})\n')
+    print(f'\n### 1. Permutation op, forward + backward, batch {batch}, {rows} × {cols} (m = {m}), '
+          f'{torch.get_num_threads()} threads\n')
     print(table(['variant', 'ms (median)', 'time / ours', 'time / transpose copy'], rows_out))
+    chosen = {k[2:4]: v for k, v in tuned_choices().items() if k[4] == torch.get_num_threads()}
     g_adv = goal(vs_adv, 2.0, at_least=True, spread=(r_adv['q1'], r_adv['q3']))
     g_t = goal(vs_t, 1.3, spread=(r_t['q1'], r_t['q3']))
     print(f'\nours is {vs_adv:.2f}× faster than x[:, perm]: goal {g_adv}; '
-          f'ours / transpose copy = {vs_t:.2f}: goal {g_t}')
+          f'ours / transpose copy = {vs_t:.2f}: goal {g_t}; the tuned backend chose {chosen or "-"}')
     return {'ms': {n: median(t) * 1e3 for n, t in times.items()},
-            'speedup_vs_adv_index': vs_adv, 'ours_over_transpose': vs_t}
+            'speedup_vs_adv_index': vs_adv, 'ours_over_transpose': vs_t,
+            'tuned': {str(k): v for k, v in chosen.items()}}
 
 
 # ---------------------------------------------------------------- 2. training step and inference
@@ -338,9 +347,9 @@ def table_s3_models(b: Bench) -> Dict[str, nn.Module]:
     omega = mixer_omega(s, c, gamma)
     m = s * c
     density = omega / (gamma * m * m)
-    mixer = dict(img_size=32, patch_size=4, num_blocks=depth, num_tokens=s, embed_dim=c, mlp_ratio=gamma)
+    mixer = dict(img_size=32, patch_size=4, num_blocks=depth, num_tokens=s, embed_dim=c, gamma=gamma)
     return {
-        'SW-MLP': make_model('sw_mlp_o18_32', b, 10, width=m, density=density, mlp_ratio=gamma, num_blocks=depth),
+        'SW-MLP': make_model('sw_mlp_o18_32', b, 10, width=m, density=density, gamma=gamma, num_blocks=depth),
         'RP-Mixer': make_model('rp_mixer_ss_w_32', b, 10, **mixer),
         'MLP-Mixer': make_model('pk_mixer_ss_w_32', b, 10, **mixer),
     }
@@ -380,7 +389,7 @@ def section_memory(b: Bench, batch_224: int, batch_32: int, quick: bool) -> dict
     print(table(['models', 'batch', 'what', 'normal MiB', 'RP MiB', 'RP / normal', 'goal'], rows))
     print('\nStatic memory (after a step, AdamW): weights + grads + optimizer state + buffers, MiB\n')
     srows = []
-    for pair, res in out.items():
+    for res in out.values():
         for n, r in res.items():
             s = r['static']
             srows.append([f'`{n}`', mib(s['weights']), mib(s['grads']), mib(s['optimizer']), mib(s['buffers']),
@@ -414,19 +423,6 @@ def section_memory(b: Bench, batch_224: int, batch_32: int, quick: bool) -> dict
 # ---------------------------------------------------------------- 4. torch.compile
 
 
-@contextlib.contextmanager
-def opaque_gathers(device_type: str, opaque: bool):
-    """Compile with the gathers as opaque kernels (`timm_pkmixer::permute`) or fused by inductor on
-    `device_type`, whatever the package default (`COMPILE_OPAQUE_DEVICES`) is."""
-    old = perm_lib.COMPILE_OPAQUE_DEVICES
-    others = tuple(d for d in old if d != device_type)
-    perm_lib.COMPILE_OPAQUE_DEVICES = others + (device_type,) if opaque else others
-    try:
-        yield
-    finally:
-        perm_lib.COMPILE_OPAQUE_DEVICES = old
-
-
 def section_compile(b: Bench, batch_224: int, batch_32: int, quick: bool) -> dict:
     print('\n### 4. torch.compile (inductor, default mode): training step\n')
     cases = [('s_mixer_s64c64_32', 's_mixer_rp_s64c64_32', 32, {})]
@@ -438,21 +434,20 @@ def section_compile(b: Bench, batch_224: int, batch_32: int, quick: bool) -> dic
         ncls = 1000 if size == 224 else 10
         torch._dynamo.reset()
         fns, compile_s = {}, {}
-        default_opaque = b.device.type in getattr(perm_lib, 'COMPILE_OPAQUE_DEVICES', ())
-        other = 'gathers fused by inductor' if default_opaque else 'gathers as opaque kernels'
-        variants = [(base, None), (cand, None)]
-        if hasattr(perm_lib, 'COMPILE_OPAQUE_DEVICES'):
-            variants.append((cand, not default_opaque))
-        for n, opaque in variants:
-            label = n if opaque is None else f'{n} ({other})'
+        default = GATHER_TABLE.get((b.device.type, 'compile')) or GATHER_TABLE[('*', 'compile')]
+        alternative = 'index_select' if default == 'opaque' else 'opaque'
+        other = 'gathers fused by inductor' if alternative == 'index_select' else 'gathers as opaque kernels'
+        variants = [(base, None), (cand, None), (cand, alternative)]
+        for n, backend in variants:
+            label = n if backend is None else f'{n} ({other})'
             model = make_model(n, b, ncls, **kw)
             step = TrainStep(torch.compile(model), b, batch, ncls)
-            if opaque is None:
+            if backend is None:
                 run = step
                 fns[n + ' eager'] = TrainStep(model, b, batch, ncls)
             else:
-                def run(step=step, opaque=opaque):
-                    with opaque_gathers(b.device.type, opaque):
+                def run(step=step, backend=backend):
+                    with use_gather_backend(backend, b.device.type, modes=('compile',)):
                         step()
             t0 = time.perf_counter()
             run()
@@ -506,7 +501,7 @@ def environment(args: argparse.Namespace) -> dict:
     env = {
         'command': 'python ' + ' '.join(sys.argv), 'python': platform.python_version(), 'torch': torch.__version__,
         'timm': timm.__version__, 'numpy': np.__version__, 'timm_pkmixer': timm_pkmixer.__version__, 'cpu': cpu,
-        'logical_cpus': os.cpu_count(), 'torch_threads': torch.get_num_threads(),
+        'logical_cpus': os.cpu_count(),
         'load_average': os.getloadavg() if hasattr(os, 'getloadavg') else None,
         'date': time.strftime('%Y-%m-%d %H:%M:%S %Z'),
     }
@@ -524,7 +519,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
                    help='bfloat16: autocast (weights and optimizer stay fp32), as timm --amp')
     p.add_argument('--batch-size', type=int, default=None,
                    help='batch of every model (default: CPU 8 at 224 px and 128 at 32 px; CUDA 128)')
-    p.add_argument('--threads', type=int, default=1, help='torch.set_num_threads (CPU)')
+    p.add_argument('--threads', type=int, nargs='+', default=None,
+                   help='torch.set_num_threads values to run every section at (CPU; default: 1 and all cores)')
     p.add_argument('--reps', type=int, default=None, help='timed repetitions (default 10, --quick 4)')
     p.add_argument('--json', default=None, help='also write the raw numbers here')
     args = p.parse_args(argv)
@@ -534,7 +530,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
         p.error(f'unknown section(s) {sorted(unknown)}; choose from {SECTIONS}')
     if args.device.startswith('cuda') and not torch.cuda.is_available():
         p.error('--device cuda: no CUDA device is available here')
-    torch.set_num_threads(args.threads)
+    threads = args.threads or sorted({1, os.cpu_count() or 1})
     reps = args.reps or (4 if args.quick else 10)
     b = Bench(args.device, args.dtype, reps=reps, warmup=1 if args.quick else 2)
     on_gpu = b.device.type == 'cuda'
@@ -542,20 +538,25 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     batch_32 = args.batch_size or 128
 
     env = environment(args)
+    env['threads'] = threads
     print('## timm-pkmixer performance\n')
     print(table(['', ''], [[k, v] for k, v in env.items()]))
     results = {'env': env}
-    for s in sections:
-        if s == 'op':
-            results['op'] = section_op(b, 32, 256, 588)
-        elif s == 'step':
-            results['step'] = section_step(b, batch_224, batch_32, args.quick)
-        elif s == 'memory':
-            results['memory'] = section_memory(b, batch_224, batch_32, args.quick)
-        elif s == 'compile':
-            results['compile'] = section_compile(b, batch_224, batch_32, args.quick)
-        elif s == 'construct':
-            results['construct'] = section_construct(b, args.quick)
+    for n_threads in (threads if b.device.type == 'cpu' else [torch.get_num_threads()]):
+        torch.set_num_threads(n_threads)
+        print(f'\n## {n_threads} thread{"s" if n_threads > 1 else ""}')
+        res = results[f'threads_{n_threads}'] = {}
+        for s in sections:
+            if s == 'op':
+                res['op'] = section_op(b, 32, 256, 588)
+            elif s == 'step':
+                res['step'] = section_step(b, batch_224, batch_32, args.quick)
+            elif s == 'memory':
+                res['memory'] = section_memory(b, batch_224, batch_32, args.quick)
+            elif s == 'compile':
+                res['compile'] = section_compile(b, batch_224, batch_32, args.quick)
+            elif s == 'construct':
+                res['construct'] = section_construct(b, args.quick)
     results['env']['load_average_end'] = os.getloadavg() if hasattr(os, 'getloadavg') else None
     if args.json:
         with open(args.json, 'w') as f:

@@ -54,10 +54,11 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> Tuple[
 def train_one(job: Dict) -> Dict:
     """Train one (family, C, S, seed) and return its final metrics; writes runs/<run>/summary.csv."""
     import timm
-    import timm_pkmixer  # noqa: F401  (registers the models even without the startup hook)
     from timm.optim import create_optimizer_v2
     from timm.scheduler import create_scheduler_v2
     from timm.utils import update_summary
+
+    import timm_pkmixer  # noqa: F401  (registers the models even without the startup hook)
 
     torch.set_num_threads(job['threads'])
     seed, epochs, lr = job['seed'], job['epochs'], job['lr']

@@ -4,17 +4,19 @@ Usage: torchrun --nproc_per_node=2 tests/dist_worker.py MODE OUT_DIR
   sync        DDP the way train.py does it (ClassificationTask.prepare_distributed(device_ids=[cpu]) with
               timm_pkmixer.cpu_ddp), train STEPS steps of AdamW on each rank's shard of one global batch,
               and record what every rank holds.
-  wrong_seed  each rank asks for another perm_seed: model creation must fail on every rank.
+  wrong_seed  each rank asks for another perm_seed: creating the model works, wrapping it in DDP the way
+              train.py does must fail on every rank.
+  solo        rank 0 alone creates an RP model (export, push, evaluation): it must return at once.
   raw_ddp     without timm_pkmixer.cpu_ddp, train.py's DDP call must fail with PyTorch's CPU error.
 """
 import json
 import sys
 from pathlib import Path
 
+import timm
 import torch
 import torch.distributed as dist
 
-import timm
 import timm_pkmixer  # noqa: F401
 
 MODEL = 's_mixer_rp_s64c64_32'
@@ -41,9 +43,10 @@ def same_on_all_ranks(t: torch.Tensor) -> bool:
 
 
 def run_sync(out: Path) -> dict:
-    import timm_pkmixer.cpu_ddp  # noqa: F401  (what --device-modules timm_pkmixer.cpu_ddp does)
     from timm.optim import create_optimizer_v2
     from timm.task import ClassificationTask
+
+    import timm_pkmixer.cpu_ddp  # noqa: F401  (what --device-modules timm_pkmixer.cpu_ddp does)
 
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(42 + rank)  # train.py seeds every rank differently: initial weights differ
@@ -82,12 +85,28 @@ def run_sync(out: Path) -> dict:
 
 
 def run_wrong_seed(out: Path) -> dict:
+    from timm.task import ClassificationTask
+
+    import timm_pkmixer.cpu_ddp  # noqa: F401
     rank = dist.get_rank()
+    model = timm.create_model(MODEL, **dict(MODEL_KWARGS, perm_seed=rank))  # no communication here
+    task = ClassificationTask(model, torch.nn.CrossEntropyLoss(), device=torch.device('cpu'), verbose=False)
     try:
-        timm.create_model(MODEL, **dict(MODEL_KWARGS, perm_seed=rank))
+        task.prepare_distributed(device_ids=[torch.device('cpu')], broadcast_buffers=False)  # train.py --no-ddp-bb
     except RuntimeError as e:
-        return {'refused': True, 'message': str(e)}
-    return {'refused': False, 'message': ''}
+        return {'refused': True, 'message': str(e), 'created': True}
+    return {'refused': False, 'message': '', 'created': True}
+
+
+def run_solo(out: Path) -> dict:
+    import time
+    report = {}
+    if dist.get_rank() == 0:
+        start = time.perf_counter()
+        timm.create_model(MODEL, **MODEL_KWARGS)
+        report['seconds'] = time.perf_counter() - start
+    dist.barrier()
+    return report
 
 
 def run_raw_ddp(out: Path) -> dict:
@@ -105,7 +124,7 @@ def main() -> None:
     mode, out = sys.argv[1], Path(sys.argv[2])
     dist.init_process_group('gloo')
     torch.set_num_threads(1)
-    report = {'sync': run_sync, 'wrong_seed': run_wrong_seed, 'raw_ddp': run_raw_ddp}[mode](out)
+    report = {'sync': run_sync, 'wrong_seed': run_wrong_seed, 'solo': run_solo, 'raw_ddp': run_raw_ddp}[mode](out)
     report['world_size'] = dist.get_world_size()
     (out / f'rank{dist.get_rank()}.json').write_text(json.dumps(report))
     dist.destroy_process_group()

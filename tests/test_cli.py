@@ -16,7 +16,7 @@ def test_models_table_lists_every_model():
     cmd = [exe, 'models'] if isinstance(exe, str) else exe + ['models']
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     names = list_pkmixer_models()
-    assert len(names) == 17
+    assert len(names) == 18
     lines = out.splitlines()
     assert lines[0].split()[:3] == ['model', 'family', 'params']
     assert sorted(line.split()[0] for line in lines[1:]) == sorted(names)
@@ -28,7 +28,7 @@ def test_summary_numbers():
     s = summarize('pk_mixer_b16_224')
     assert s.params == sum(p.numel() for p in timm.create_model('mixer_b16_224', device='meta').parameters())
     assert abs(s.gmacs - 12.6) < 0.05  # timm lists mixer_b16_224 at 12.62 GMACs
-    assert s.width == 196 * 768 and s.gamma == '1.96/4'
+    assert s.width == 196 * 768 and s.gamma_label == '1.96/4'
     sw = summarize('sw_mlp_o18_32')
     assert sw.family == 'SW-MLP' and sw.width == 724 and sw.density == 0.5
 

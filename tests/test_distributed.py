@@ -70,9 +70,15 @@ def test_ddp_matches_one_process_on_the_same_global_batch(sync_run):
 def test_ranks_with_different_permutation_seeds_are_refused(tmp_path):
     reports = torchrun('wrong_seed', tmp_path)
     for r in reports:
-        assert r['refused'], 'a rank created a model whose permutations differ from the other rank'
+        assert r['created']  # creating a model does no communication...
+        assert r['refused'], 'a rank wrapped a model whose permutations differ from the other rank'  # ...DDP does
         assert 'ranks hold different permutations' in r['message']
         assert 'ranks [0]' in r['message'] and 'ranks [1]' in r['message']
+
+
+def test_one_rank_alone_creates_a_model_at_once(tmp_path):
+    reports = torchrun('solo', tmp_path)
+    assert reports[0]['seconds'] < 20 and 'seconds' not in reports[1]  # no wait for the other rank (was 300 s)
 
 
 def test_the_check_can_be_switched_off(tmp_path):

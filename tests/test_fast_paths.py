@@ -3,12 +3,13 @@ import numpy as np
 import pytest
 import timm
 import torch
+from conftest import randomize_
 
+import timm_pkmixer.layers.gather as gather_lib
 import timm_pkmixer.layers.permutation as perm_lib
 from timm_pkmixer.layers import FixedPermutation, derive_permutation, make_pk_mlp, permutation_digest
-from timm_pkmixer.layers.permutation import hashed_uniform_keys, permute
-
-from conftest import randomize_
+from timm_pkmixer.layers.gather import permute, use_gather_backend
+from timm_pkmixer.layers.structure import hashed_uniform_keys
 
 
 @pytest.mark.parametrize('num', [1, 2, 3, 1000, 65537, 200704])
@@ -43,23 +44,29 @@ def test_rp_model_buffers_int32_and_half_the_memory():
 def test_permute_op_forward_backward_and_double_backward():
     perm = FixedPermutation(60, (5, 12), seed=1, key='p')
     x = torch.randn(3, 60, dtype=torch.float64, requires_grad=True)
-    y = perm_lib._permute_op(x, perm.index, perm.inverse)
+    y = gather_lib._permute_op(x, perm.index, perm.inverse, [60])
     torch.testing.assert_close(y, x[:, perm.index.long()], rtol=0, atol=0)
     g = torch.randn_like(y)
     (gx,) = torch.autograd.grad(y, x, g)
     torch.testing.assert_close(gx, g[:, perm.inverse.long()], rtol=0, atol=0)
-    assert torch.autograd.gradcheck(lambda t: perm_lib._permute_op(t, perm.index, perm.inverse), (x,))
-    assert torch.autograd.gradgradcheck(lambda t: perm_lib._permute_op(t, perm.index, perm.inverse), (x,))
-    torch.library.opcheck(perm_lib._permute_op, (x.detach(), perm.index, perm.inverse))
+    assert torch.autograd.gradcheck(lambda t: gather_lib._permute_op(t, perm.index, perm.inverse, [60]), (x,))
+    assert torch.autograd.gradgradcheck(lambda t: gather_lib._permute_op(t, perm.index, perm.inverse, [60]), (x,))
+    torch.library.opcheck(gather_lib._permute_op, (x.detach(), perm.index, perm.inverse, [60]))
 
 
-def test_eager_permute_paths_agree():
+@pytest.mark.parametrize('backend', ['index_select', 'gather', 'tuned', 'opaque'])
+def test_eager_permute_paths_agree(backend):
     perm = FixedPermutation(64, (8, 8), seed=2, key='q')
     x = torch.randn(4, 64, requires_grad=True)
     ref = x.detach()[:, perm.index.long()]
-    torch.testing.assert_close(permute(x, perm.index, perm.inverse), ref, rtol=0, atol=0)  # autograd function
-    with torch.no_grad():
-        torch.testing.assert_close(permute(x, perm.index, perm.inverse), ref, rtol=0, atol=0)  # plain gather
+    with use_gather_backend(backend, 'cpu', modes=('eager',)):
+        y = permute(x, perm.index, perm.inverse, [64])
+        torch.testing.assert_close(y, ref, rtol=0, atol=0)  # autograd function
+        assert y._base is None  # a fresh tensor, not a view (FSDP2 warns about views)
+        g = torch.randn(4, 64)
+        torch.testing.assert_close(torch.autograd.grad(y, x, g)[0], g[:, perm.inverse.long()], rtol=0, atol=0)
+        with torch.no_grad():
+            torch.testing.assert_close(permute(x, perm.index, perm.inverse, [64]), ref, rtol=0, atol=0)
 
 
 def _graph_targets(fn, *args) -> set:
@@ -80,12 +87,9 @@ def test_compiled_cpu_graph_calls_the_opaque_permute_op():
     layer = make_pk_mlp('channel', 6, 6, 5, None, 'random', seed=3, key='t')
     x = torch.randn(2, 6, 5, requires_grad=True)
     assert torch.ops.timm_pkmixer.permute.default in _graph_targets(layer, x)
-    old = perm_lib.COMPILE_OPAQUE_DEVICES
-    perm_lib.COMPILE_OPAQUE_DEVICES = ()
-    try:  # inductor may fuse the gather: the graph holds the plain gather, not the op
+    with use_gather_backend('index_select', 'cpu', modes=('compile',)):
+        # inductor may fuse the gather: the graph holds the plain gather, not the op
         assert torch.ops.timm_pkmixer.permute.default not in _graph_targets(layer, x)
-    finally:
-        perm_lib.COMPILE_OPAQUE_DEVICES = old
 
 
 def test_compiled_with_fused_gathers_matches_eager():
@@ -93,12 +97,10 @@ def test_compiled_with_fused_gathers_matches_eager():
     torch._dynamo.reset()
     model = randomize_(timm.create_model('s_mixer_rp_s64c64_32', num_blocks=1))
     x = torch.randn(4, 3, 32, 32)
-    old = perm_lib.COMPILE_OPAQUE_DEVICES
-    perm_lib.COMPILE_OPAQUE_DEVICES = ()
     try:
-        y = torch.compile(model, fullgraph=True)(x)
+        with use_gather_backend('index_select', 'cpu', modes=('compile',)):
+            y = torch.compile(model, fullgraph=True)(x)
     finally:
-        perm_lib.COMPILE_OPAQUE_DEVICES = old
         torch._dynamo.reset()
     torch.testing.assert_close(y, model(x), rtol=1e-4, atol=1e-5)
 
@@ -123,26 +125,28 @@ def test_permutation_with_residual_is_residual_plus_permutation():
 
 @pytest.mark.parametrize('permutation', ['random', 'normal'])
 @pytest.mark.parametrize('hidden', [12, None])
-def test_pk_mlp_forward_add_is_residual_plus_forward(permutation, hidden):
+def test_pk_mlp_with_residual_is_residual_plus_forward(permutation, hidden):
     layer = make_pk_mlp('token', 6, 6, 5, hidden, permutation, seed=3, key='t').double()
     x = torch.randn(4, 6, 5, dtype=torch.float64)
     r = torch.randn(4, 6, 5, dtype=torch.float64)
-    torch.testing.assert_close(layer.forward_add(x, r), r + layer(x), rtol=0, atol=0)
+    torch.testing.assert_close(layer(x, r), r + layer(x), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize('name,kw', [('s_mixer_rp_s64c64_32', dict(num_blocks=2)),
-                                     ('rp_mixer_ss_w_32', dict(num_blocks=1, num_tokens=40))])
-def test_fused_residual_blocks_are_bit_identical_to_the_plain_blocks(name, kw):
+                                     ('rp_mixer_ss_w_32', dict(num_blocks=1, num_tokens=40)),
+                                     ('s_mixer_s64c64_32', dict(num_blocks=2))])
+def test_residual_through_j2_is_bit_identical_to_the_plain_add(name, kw):
+    """Blocks add the skip connection through J2 (written into a random J2's fresh output); with stochastic
+    depth they add it after DropPath. Both give the same bits (DropPath at rate 0 is the identity)."""
     model = randomize_(timm.create_model(name, **kw))
-    assert all(blk.fused_residual for blk in model.blocks)
-    assert not any(blk.fused_residual for blk in timm.create_model(name, drop_path_rate=0.1, **kw).blocks)
-    assert not any(blk.fused_residual for blk in timm.create_model('s_mixer_s64c64_32', num_blocks=1).blocks)
+    assert not any(blk.stochastic_depth for blk in model.blocks)
+    assert all(blk.stochastic_depth for blk in timm.create_model(name, drop_path_rate=0.1, **kw).blocks)
     x = torch.randn(3, 3, 32, 32, requires_grad=True)
     params = [p for n, p in model.named_parameters() if not n.startswith('head')]
     outs, grads = [], []
-    for fused in (True, False):
+    for plain in (False, True):
         for blk in model.blocks:
-            blk.fused_residual = fused
+            blk.stochastic_depth = plain  # drop_path is nn.Identity: the plain residual + branch
         y = model.forward_features(x)
         outs.append(y)
         grads.append(torch.autograd.grad(y.square().sum(), [x] + params))

@@ -12,6 +12,8 @@ import pytest
 import timm
 import torch
 import yaml
+from conftest import randomize_, run_python
+from hf_cache import install_in_hf_cache
 from huggingface_hub import HfApi, RepoUrl
 from safetensors.torch import load_file, save_file
 from timm.models import get_pretrained_cfg
@@ -19,9 +21,6 @@ from timm.models._hub import save_for_hf
 
 from timm_pkmixer.catalog import summarize
 from timm_pkmixer.cli import main as pkmixer
-
-from conftest import randomize_, run_python
-from hf_cache import install_in_hf_cache
 
 RP_NAME = 's_mixer_rp_s64c64_32'
 REPO = 'my-org/rp-s-mixer'
@@ -224,7 +223,7 @@ def test_upload_sends_exactly_the_dry_run_files(pushed, run_dir, monkeypatch, ca
 
 @pytest.mark.parametrize('argv, message', [
     (['--model-kwargs', 'perm_seed=3'], '32 of 32 permutation digests .* differ from those of perm_seed=3'),
-    (['--model-kwargs', 'embed_dim=32'], r'does not fit s_mixer_rp_s64c64_32 \(S=64, C=32, L=8\): 54 shape '
+    (['--model-kwargs', 'embed_dim=32'], r'does not fit s_mixer_rp_s64c64_32 \(S=64, C=32, L=8\): 55 shape '
                                          r'mismatches .* The checkpoint has S=64, C=64, L=8'),
     (['--model', 's_mixer_s64c64_32'], "was trained as 's_mixer_rp_s64c64_32' .*, not 's_mixer_s64c64_32'"),
     (['--repo-id', 'no-org'], '--repo-id must be ORG/NAME'),

@@ -4,13 +4,12 @@ import os
 import pytest
 import timm
 import torch
+from conftest import randomize_, run_python
 from safetensors.torch import save_file
 
 from timm_pkmixer import PKMixer
 from timm_pkmixer.layers import FixedPermutation, SkipLayer
 from timm_pkmixer.layers.permutation import derive_permutation
-
-from conftest import randomize_, run_python
 
 
 def _perms(model):
@@ -145,7 +144,7 @@ def test_every_argument_can_be_overridden():
     with pytest.raises(TypeError):  # timm's own Mixer
         timm.create_model('mixer_s16_224', patch_size=8)
     model = timm.create_model('rp_mixer_s16_224', patch_size=8, img_size=64, num_blocks=2, embed_dim=96,
-                              perm_seed=3, drop_path_rate=0.1, mlp_ratio=2.0)
+                              perm_seed=3, drop_path_rate=0.1, gamma=2.0)
     assert model.num_patches == 64 and model.num_tokens == 64 and len(model.blocks) == 2
     assert model.blocks[0].mlp_tokens.fc1.out_features == 128 and model.blocks[0].mlp_channels.fc1.out_features == 192
     assert all(p.seed == 3 for p in _perms(model))

@@ -2,11 +2,10 @@
 import numpy as np
 import pytest
 import torch
+from conftest import run_python
 
 from timm_pkmixer.layers import FixedPermutation, check_permutation, derive_permutation, permutation_digest
-from timm_pkmixer.layers.permutation import _Gather
-
-from conftest import run_python
+from timm_pkmixer.layers.gather import _ExpandedGather, _IndexSelect
 
 
 def test_derived_permutation_is_a_permutation():
@@ -59,10 +58,12 @@ def test_gather_forward_and_inverse_gather_backward():
     # backward is the inverse gather: gx[flat i] = g[flat inverse[i]]
     torch.testing.assert_close(gx.reshape(3, -1), g.reshape(3, -1)[:, perm.inverse], rtol=0, atol=0)
     assert torch.equal(perm.index[perm.inverse], torch.arange(60))
-    # and it is differentiable twice (gradcheck on the custom Function)
+    # and it is differentiable twice (gradcheck on the custom Functions of both eager backends)
     xs = torch.randn(2, 60, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda t: _Gather.apply(t, perm.index, perm.inverse), (xs,))
-    assert torch.autograd.gradgradcheck(lambda t: _Gather.apply(t, perm.index, perm.inverse), (xs,))
+    for fn in (_IndexSelect, _ExpandedGather):
+        def apply(t, fn=fn):
+            return fn.apply(t, perm.index, perm.inverse, (5, 12))
+        assert torch.autograd.gradcheck(apply, (xs,)) and torch.autograd.gradgradcheck(apply, (xs,))
 
 
 def test_backward_uses_no_scatter():

@@ -36,7 +36,7 @@ def test_recipe_builds_timm_pipeline_and_one_epoch_lowers_the_loss(recipe, tmp_p
     torch.manual_seed(0)
     root = write_shapes_dataset(str(tmp_path / 'shapes'), train_per_class=64, val_per_class=1)
     model = timm.create_model(recipe['model'], **SMALL)
-    assert model.permutation == 'random'
+    assert model.describe().permutation_label == 'random'
     data_cfg = resolve_data_config(dict(img_size=32), model=model)  # as train.py --img-size 32
 
     # Data: RandAugment and random erasing from the recipe, as train.py passes them to create_loader.

@@ -9,8 +9,13 @@ import yaml
 
 from timm_pkmixer.catalog import summarize
 from timm_pkmixer.recipes import (
-    CIFAR_SWEEP_PAIRS, IMAGENET_SWEEP_OMEGA, check_recipe_keys, cifar_width_sweep, imagenet_width_sweep,
-    load_recipe, resolve_batch_and_lr,
+    CIFAR_SWEEP_PAIRS,
+    IMAGENET_SWEEP_OMEGA,
+    check_recipe_keys,
+    cifar_width_sweep,
+    imagenet_width_sweep,
+    load_recipe,
+    resolve_batch_and_lr,
 )
 from timm_pkmixer.sweep import write_sweep
 from timm_pkmixer.width import mixer_omega, tokens_for_omega
@@ -133,7 +138,7 @@ def test_imagenet_sweep_is_fig6d():
         assert p.S == round(tokens_for_omega(p.C, IMAGENET_SWEEP_OMEGA, 4.0))
         err = [abs(mixer_omega(s, p.C, 4.0) - IMAGENET_SWEEP_OMEGA) for s in (p.S - 1, p.S, p.S + 1)]
         assert err[1] == min(err)  # the integer S closest to eq. S.44
-        assert p.model == 'rp_mixer_b_w' and p.model_kwargs['mlp_ratio'] == 4.0
+        assert p.model == 'rp_mixer_b_w' and p.model_kwargs['gamma'] == 4.0
     assert (points[3].S, points[3].C) == (196, 768)  # P = 16 is Mixer-B/16's geometry at γ = 4
     assert [p.model for p in imagenet_width_sweep(permutation='normal')] == ['pk_mixer_b_w'] * 6
 
@@ -166,7 +171,8 @@ def test_sweep_writes_valid_recipes_that_build_the_requested_geometry(tmp_path):
 
 def test_imagenet_sweep_recipes_build_on_meta(tmp_path):
     paths = write_sweep(str(RECIPES / 'imagenet' / 'rp_mixer_b_w.yaml'), str(tmp_path), permutations=('random',))
-    assert [p.name for p in paths][:2] == ['rp_mixer_b_w_p7_s923_c147_seed0.yaml', 'rp_mixer_b_w_p8_s779_c192_seed0.yaml']
+    assert [p.name for p in paths][:2] == ['rp_mixer_b_w_p7_s923_c147_seed0.yaml',
+                                           'rp_mixer_b_w_p8_s779_c192_seed0.yaml']
     for path in paths:
         cfg = yaml.safe_load(path.read_text())
         s = summarize(cfg['model'], **cfg['model_kwargs'])

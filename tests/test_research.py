@@ -11,13 +11,13 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
+from timm_pkmixer.catalog import models_near_omega, summarize
 from timm_pkmixer.cli import main
+from timm_pkmixer.description import describe_mixer
 from timm_pkmixer.layers import make_pk_mlp
-from timm_pkmixer.research import (fig_s9_weights, model_width, models_near_omega, paper_vec_order,
-                                   pk_effective_weight)
+from timm_pkmixer.research import fig_s9_weights, paper_vec_order, pk_effective_weight
 from timm_pkmixer.research.figures import group_runs, read_summary, run_label, width_curve_data
-from timm_pkmixer.width import (MixerGeometry, gamma_for_omega, mixer_omega, optimal_width, patch_sweep,
-                                width_curve)
+from timm_pkmixer.width import gamma_for_omega, mixer_omega, optimal_width, patch_sweep, width_curve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OMEGA_B = 290217984  # C.5: Ω of Mixer-B/16 with γ = 4
@@ -65,23 +65,24 @@ def test_patch_sweep_and_gamma():
         assert abs(pt.omega / OMEGA_B - 1) < 0.025
     assert round(gamma_for_omega(256, 588, OMEGA_B), 2) == 4.57  # Mixer-B-W (C.3)
     assert mixer_omega(256, 588, gamma_for_omega(256, 588, OMEGA_B)) == pytest.approx(OMEGA_B)
-    assert sweep[2].density == pytest.approx(MixerGeometry(283, 588, 8, None, None).density)
+    assert sweep[2].density == pytest.approx(describe_mixer(283, 588, 8, None, None).density)
     with pytest.raises(ValueError, match='patch size P'):
         patch_sweep(OMEGA_B, 4, [0])
 
 
 def test_model_width_reads_the_models():
-    bw = model_width('pk_mixer_b_w')
+    bw = summarize('pk_mixer_b_w')
     model = timm.create_model('pk_mixer_b_w', device='meta')
-    assert (bw.num_tokens, bw.dim, bw.width, bw.omega) == (256, 588, 150528, model.geometry.omega)
+    assert (bw.num_tokens, bw.dim, bw.width, bw.omega) == (256, 588, 150528, model.describe().omega)
     assert bw.params == sum(p.numel() for p in model.parameters()) and bw.family == 'MLP-Mixer'
     assert round(bw.gamma, 2) == 4.57
-    sw = model_width('sw_mlp_o18_32')
+    sw = summarize('sw_mlp_o18_32')
     assert (sw.width, sw.density, sw.dim, sw.width_fraction) == (724, 0.5, None, None)
-    assert [m.name for m in models_near_omega(2 ** 18)] == ['s_mixer_rp_s64c64_32', 's_mixer_s64c64_32']
+    assert [m.name for m in models_near_omega(2 ** 18)] == ['s_mixer_rp_first_s64c64_32', 's_mixer_rp_s64c64_32',
+                                                            's_mixer_s64c64_32']
     assert [m.name for m in models_near_omega(OMEGA_B)] == ['pk_mixer_b_w', 'rp_mixer_b_w']
     with pytest.raises(ValueError, match="unknown model 'mixer_b16_224'"):
-        model_width('mixer_b16_224')
+        summarize('mixer_b16_224')
 
 
 # ---------------------------------------------------------------------------------------------- pkmixer width
@@ -260,17 +261,17 @@ def test_runs_are_read_and_grouped(tmp_path, capsys):
     code, _, _ = run_cli(capsys, 'plot', 'run', str(a0), str(a1), str(b), '--out', str(out))
     assert code == 0 and png_size(out) == (1000, 380)
     code, _, err = run_cli(capsys, 'plot', 'run', str(a0), str(b), '--label', 'x', '--out', str(out))
-    assert code == 1 and '1 labels for 2 runs' in err
+    assert code == 2 and err.startswith('pkmixer plot run: error: ') and '1 labels for 2 runs' in err
     bad = tmp_path / 'bad.csv'
     bad.write_text('a,b\n1,2\n')
     code, _, err = run_cli(capsys, 'plot', 'run', str(bad), '--out', str(out))
-    assert code == 1 and 'is not a timm train.py summary.csv' in err
+    assert code == 2 and 'is not a timm train.py summary.csv' in err
 
 
 def test_plot_without_matplotlib_says_what_to_install(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, 'matplotlib.figure', None)
     code, _, err = run_cli(capsys, 'plot', 'weights', '--out', str(tmp_path / 'x.png'))
-    assert code == 1 and "pip install 'timm-pkmixer[plot]'" in err and not (tmp_path / 'x.png').exists()
+    assert code == 2 and "pip install 'timm-pkmixer[plot]'" in err and not (tmp_path / 'x.png').exists()
 
 
 # ---------------------------------------------------------------------------------------------- benchmark

@@ -4,8 +4,8 @@ import math
 import pytest
 import timm
 
-from timm_pkmixer.width import (MixerGeometry, density, mixer_omega, optimal_width, sw_mlp_width,
-                                tokens_for_omega)
+from timm_pkmixer.description import describe_mixer
+from timm_pkmixer.width import density, mixer_omega, optimal_width, sw_mlp_width, tokens_for_omega
 
 C4_PAIRS = {  # (C, S) of App. C.4 (i)
     2 ** 18: [(16, 173), (32, 113), (48, 83), (83, 48), (113, 32), (173, 16)],
@@ -39,19 +39,19 @@ def test_width_peaks_at_c_equals_s():
 
 
 def test_density_and_geometry_agree():
-    g = MixerGeometry(256, 588, 8, round(4.57 * 256), round(4.57 * 588))
+    g = describe_mixer(256, 588, 8, round(4.57 * 256), round(4.57 * 588))
     assert g.width == 150528
     gamma = 4.57
     assert g.density == pytest.approx(density(mixer_omega(256, 588, gamma), gamma, g.width))
     assert g.omega == pytest.approx(mixer_omega(256, 588, gamma), rel=1e-3)
-    s = MixerGeometry(64, 64, 8, None, None)
+    s = describe_mixer(64, 64, 8, None, None)
     assert s.omega == 2 ** 18 and s.density == pytest.approx(1 / 64)
 
 
 def test_registered_models_carry_the_paper_geometry():
-    assert timm.create_model('s_mixer_s64c64_32', device='meta').geometry.omega == 2 ** 18
-    assert timm.create_model('s_mixer_s128c128_32', device='meta').geometry.omega == 2 ** 21
-    assert timm.create_model('pk_mixer_b_w', device='meta').geometry.width == 256 * 588
+    assert timm.create_model('s_mixer_s64c64_32', device='meta').describe().omega == 2 ** 18
+    assert timm.create_model('s_mixer_s128c128_32', device='meta').describe().omega == 2 ** 21
+    assert timm.create_model('pk_mixer_b_w', device='meta').describe().width == 256 * 588
 
 
 def test_sw_mlp_width():

@@ -4,7 +4,8 @@ timm ships its tests in the source distribution on PyPI, not in the wheel. This 
 of the *installed* timm version (`pip download --no-deps --no-binary :all: timm==<version>`) into
 ``.cache/timm-sdist/`` (nothing of it is committed), and runs its ``tests/test_models.py`` with
 ``TORCH_BACKEND=timm_pkmixer`` (imported by the suite before collection, which registers our models) and
-``GITHUB_ACTIONS=true`` (as timm's CI: no pretrained downloads), selecting our families with ``-k``.
+``GITHUB_ACTIONS=true`` (as timm's CI: no pretrained downloads), selecting with ``-k`` exactly the models this
+package registers (read from timm's registry, whatever their names).
 
 Usage: python tests/timm_suite.py [extra pytest args]
 """
@@ -16,8 +17,9 @@ from pathlib import Path
 
 import timm
 
+from timm_pkmixer.catalog import list_pkmixer_models
+
 ROOT = Path(__file__).resolve().parent.parent
-SELECT = 'pk_mixer or rp_mixer or s_mixer or sw_mlp'
 
 
 def timm_tests_dir(version: str) -> Path:
@@ -37,10 +39,12 @@ def timm_tests_dir(version: str) -> Path:
 
 def main() -> int:
     tests = timm_tests_dir(timm.__version__)
+    select = ' or '.join(list_pkmixer_models())
     env = dict(os.environ, TORCH_BACKEND='timm_pkmixer', GITHUB_ACTIONS='true')
-    cmd = [sys.executable, '-m', 'pytest', str(tests / 'test_models.py'), '-k', SELECT, '-q', '-p', 'no:cacheprovider',
+    cmd = [sys.executable, '-m', 'pytest', str(tests / 'test_models.py'), '-k', select, '-q', '-p', 'no:cacheprovider',
            '--rootdir', str(tests), *sys.argv[1:]]
-    print(f'timm {timm.__version__}: running its tests/test_models.py on our models (-k "{SELECT}")', flush=True)
+    print(f'timm {timm.__version__}: running its tests/test_models.py on our {len(list_pkmixer_models())} models '
+          f'(-k "{select}")', flush=True)
     return subprocess.run(cmd, env=env, cwd=str(tests)).returncode
 
 

@@ -2,8 +2,18 @@
 (ICML 2024), as timm models. Importing this package registers ``pk_mixer_*``, ``rp_mixer_*``,
 ``s_mixer_*`` and ``sw_mlp_*`` in timm's model registry (after ``pip install`` this happens
 automatically whenever timm is imported)."""
-__version__ = '0.1.0'
+__version__ = '0.2.0'
 
+from .description import ModelDescription, describe_mixer, describe_sw_mlp
+from .distributed import check_replicas, install_ddp_replica_check
+from .errors import (
+    ArgumentTypeError,
+    CheckpointMismatchError,
+    InvalidArgumentError,
+    NotMaterializedError,
+    UserInputError,
+)
 from .layers import FixedPermutation, MaskedLinear, PKMlp, SkipLayer, make_pk_mlp
-from .models import PKMixer, PKMixerBlock, SparseBlock, SwMlp
-from .width import MixerGeometry
+from .models import PKMixer, PKMixerBlock, SparseBlock, SwMlp, check_state_dict
+
+install_ddp_replica_check()

@@ -1,78 +1,84 @@
-"""Summaries of the registered models (the table printed by ``pkmixer models``)."""
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+"""The registered models of this package, and a summary of each (the table printed by ``pkmixer models``)."""
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Tuple
 
 import timm
 import torch
+from timm.models import model_entrypoint
 from torch.utils.flop_counter import FlopCounterMode
 
-from .models import PKMixer, SwMlp
+from .description import Describable, ModelDescription
+from .errors import InvalidArgumentError
 
-__all__ = ['FAMILY_PATTERNS', 'ModelSummary', 'list_pkmixer_models', 'summarize']
+__all__ = ['ModelSummary', 'list_pkmixer_models', 'is_pkmixer_model', 'summarize', 'models_near_omega']
 
-FAMILY_PATTERNS = ['pk_mixer_*', 'rp_mixer_*', 's_mixer_*', 'sw_mlp_*']
+
+def is_pkmixer_model(name: str) -> bool:
+    """True if `name` (no pretrained tag) is an architecture registered by this package."""
+    if not timm.is_model(name):
+        return False
+    return model_entrypoint(name).__module__.split('.')[0] == __name__.split('.')[0]
 
 
 def list_pkmixer_models() -> List[str]:
-    """Every model name this package registers in timm."""
-    return timm.list_models(FAMILY_PATTERNS)
+    """Every architecture this package registers in timm, read from timm's registry (whatever its name)."""
+    return sorted(n for n in timm.list_models() if is_pkmixer_model(n))
 
 
-@dataclass(frozen=True)
-class ModelSummary:
+@dataclass(frozen=True, kw_only=True)
+class ModelSummary(ModelDescription):
+    """A registered model's description, with its parameters and MACs counted at its default input size."""
     name: str
-    family: str
     params: int
-    gmacs: float          # multiply-accumulates of one forward pass at the default input size
+    gmacs: float                         # multiply-accumulates of one forward pass
     img_size: int
-    num_tokens: Optional[int]   # S
-    dim: Optional[int]          # C
-    depth: int
-    gamma: str
-    width: int            # effective width m
-    density: float        # p, ratio of non-zero entries of the effective weights
-    pretrained_tags: Tuple[str, ...] = ()   # tags with published weights (timm.list_pretrained)
+    pretrained_tags: Tuple[str, ...] = ()  # tags with published weights (timm.list_pretrained)
 
     def row(self) -> Dict[str, str]:
+        """The row of ``pkmixer models``."""
         return {
             'model': self.name, 'family': self.family, 'params (M)': f'{self.params / 1e6:.2f}',
             'GMACs': f'{self.gmacs:.3f}', 'img': str(self.img_size),
             'S': '-' if self.num_tokens is None else str(self.num_tokens),
             'C': '-' if self.dim is None else str(self.dim),
-            'depth': str(self.depth), 'γ (tok/ch)': self.gamma, 'm = S·C': str(self.width),
+            'depth': str(self.depth), 'γ (tok/ch)': self.gamma_label, 'm = S·C': str(self.width),
             'p': f'{self.density:.4f}', 'sparsity 1-p': f'{1 - self.density:.4f}',
+            'permutation': self.permutation_label or '-',
             'weights': f'{len(self.pretrained_tags)} tags' if self.pretrained_tags else 'none',
         }
 
-
-def _family(model: torch.nn.Module) -> str:
-    if isinstance(model, SwMlp):
-        return 'SW-MLP'
-    rp = 'RP ' if model.permutation == 'random' else ''
-    return f'{rp}S-Mixer' if model.block_type == 'fc' else f'{rp}MLP-Mixer'
+    def as_dict(self) -> dict:
+        return dict(super().as_dict(), name=self.name, params=self.params, gmacs=self.gmacs, img_size=self.img_size,
+                    pretrained_tags=list(self.pretrained_tags))
 
 
 def summarize(name: str, **kwargs) -> ModelSummary:
-    """Build `name` on the meta device (no memory, no init cost) and count its params and MACs."""
+    """Build registered model `name` (with `kwargs`) on the meta device and count its params and MACs."""
+    if not is_pkmixer_model(name):
+        raise InvalidArgumentError(f'unknown model {name!r}: not a registered timm-pkmixer model '
+                                   f'(see `pkmixer models`)')
     model = timm.create_model(name, device='meta', **kwargs)
+    if not isinstance(model, Describable):
+        raise TypeError(f'{name} has no describe(): not a timm-pkmixer model')
     input_size = model.pretrained_cfg['input_size']
     if 'img_size' in kwargs:
         input_size = (input_size[0], *timm.layers.to_2tuple(kwargs['img_size']))
+    if 'in_chans' in kwargs:
+        input_size = (kwargs['in_chans'], *input_size[1:])
     with FlopCounterMode(display=False) as counter:
         model(torch.empty(1, *input_size, device='meta'))
-    common = dict(
-        name=name, family=_family(model), params=sum(p.numel() for p in model.parameters()),
+    fields = {k: v for k, v in asdict(model.describe()).items()}
+    return ModelSummary(
+        **fields, name=name, params=sum(p.numel() for p in model.parameters()),
         gmacs=counter.get_total_flops() / 2e9, img_size=input_size[-1],
-        pretrained_tags=tuple(n.split('.', 1)[1] for n in timm.list_pretrained(f'{name}.*')),
-    )
-    if isinstance(model, PKMixer):
-        g = model.geometry
-        gamma = '1 (FC)' if model.block_type == 'fc' else f'{g.gamma_tokens:.3g}/{g.gamma_channels:.3g}'
-        return ModelSummary(num_tokens=g.num_tokens, dim=g.dim, depth=g.depth, gamma=gamma,
-                            width=g.width, density=g.density, **common)
-    if isinstance(model, SwMlp):
-        hidden = model.blocks[0].fc2 is not None
-        gamma = f'{model.blocks[0].fc1.out_features / model.width:.3g}' if hidden else '1 (FC)'
-        return ModelSummary(num_tokens=None, dim=None, depth=len(model.blocks), gamma=gamma,
-                            width=model.width, density=model.density, **common)
-    raise TypeError(f'{name} is not a timm-pkmixer model')
+        pretrained_tags=tuple(n.split('.', 1)[1] for n in timm.list_pretrained(f'{name}.*')))
+
+
+def models_near_omega(omega: float, rel_tol: float = 0.05) -> List[ModelSummary]:
+    """Registered Mixers whose Ω is within `rel_tol` of `omega` (the models that belong on its width curve)."""
+    found = []
+    for name in list_pkmixer_models():
+        summary = summarize(name)
+        if summary.dim is not None and abs(summary.omega / omega - 1) <= rel_tol:
+            found.append(summary)
+    return found

@@ -4,11 +4,10 @@ torchvision downloads and reads STL-10; this writes its labelled ``train`` split
 its ``test`` split to ``DIR/validation/<class>/`` as PNG files, which timm's default (folder) dataset reads
 with ``--data-dir DIR``.
 """
-import argparse
 from pathlib import Path
 from typing import Dict, Sequence
 
-__all__ = ['export_image_folder', 'prepare_stl10', 'add_prepare_stl10_command']
+__all__ = ['export_image_folder', 'prepare_stl10']
 
 
 def export_image_folder(dataset: Sequence, class_names: Sequence[str], out_dir: Path) -> Dict[str, int]:
@@ -34,18 +33,3 @@ def prepare_stl10(out_dir: str, download_root: str, download: bool = True) -> Di
         ds = STL10(download_root, split=split, download=download)
         out[folder] = export_image_folder(ds, ds.classes, Path(out_dir) / folder)
     return out
-
-
-def _cmd_prepare_stl10(args: argparse.Namespace) -> int:
-    counts = prepare_stl10(args.out_dir, args.download_root or str(Path(args.out_dir) / 'raw'))
-    for folder, per_class in counts.items():
-        print(f'{Path(args.out_dir) / folder}: {sum(per_class.values())} images in {len(per_class)} classes')
-    return 0
-
-
-def add_prepare_stl10_command(subparsers) -> None:
-    p = subparsers.add_parser('prepare-stl10', help='download STL-10 and write it as an ImageFolder for train.py',
-                              description=__doc__.splitlines()[0])
-    p.add_argument('out_dir', help='output folder (gets train/ and validation/)')
-    p.add_argument('--download-root', default=None, help='where torchvision keeps the archive (default: OUT_DIR/raw)')
-    p.set_defaults(func=_cmd_prepare_stl10)

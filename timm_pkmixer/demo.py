@@ -12,7 +12,7 @@ import random
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import torch
 import torch.nn as nn
@@ -101,7 +101,7 @@ def _train_one(name: str, train_dir: str, val_dir: str, epochs: int, batch_size:
                                        warmup_lr=lr / 10, min_lr=lr / 100)
     loss_fn = LabelSmoothingCrossEntropy(smoothing=0.1)
     params = sum(p.numel() for p in model.parameters())
-    width = model.geometry.width if hasattr(model, 'geometry') else model.width
+    width = model.describe().width
     log(f'[{name}] {params:,} params, effective width m = {width}, {len(train_set)} train / '
         f'{len(val_set)} val images, {num_classes} classes')
 
@@ -141,9 +141,11 @@ def run_demo(
         lr: float = 2e-3,
         seed: int = 0,
         train_per_class: int = 300,
-        log=print,
+        log: Optional[Callable[[str], None]] = None,
 ) -> List[DemoResult]:
-    """Train each model in turn on `data_dir` (or freshly written Synthetic Shapes) and report."""
+    """Train each model in turn on `data_dir` (or freshly written Synthetic Shapes) and report through `log`
+    (progress per epoch, then a table; nothing when None)."""
+    log = log or (lambda line: None)
     with tempfile.TemporaryDirectory(prefix='pkmixer-demo-') as tmp:
         if data_dir is None:
             val_per_class = max(1, train_per_class // 4)

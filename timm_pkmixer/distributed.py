@@ -1,44 +1,40 @@
 """Keeping data-parallel replicas of a model with frozen random structure identical.
 
-An RP Mixer's permutations and an SW-MLP's masks are drawn from ``perm_seed`` / ``mask_seed``, not learned.
+An RP Mixer's permutations and an SW-MLP's masks are derived from ``perm_seed`` / ``mask_seed``, not learned.
 Every rank of a data-parallel run must hold the same ones: DDP averages gradients across ranks, which is only
-meaningful when every rank computes the same function. DDP broadcasts rank 0's buffers when it wraps the model,
-but not with ``broadcast_buffers=False`` (train.py's ``--no-ddp-bb``), and a rank with other permutations would
-then train a different function without any error.
+meaningful when every rank computes the same function, and a rank built with another seed would otherwise
+train a different function without any error.
 
-So a model of ours with random structure, created while a process group of more than one rank is initialised,
-compares its :func:`structure_fingerprint` across ranks through the process group's key-value store
-(backend-independent: gloo, NCCL, …) and refuses to exist if the ranks disagree. Set
-``TIMM_PKMIXER_CHECK_REPLICAS=0`` to skip this, e.g. when only some ranks create a model.
+The check runs where the ranks already meet: when a model is wrapped in ``DistributedDataParallel`` (what
+timm's train.py does, on every rank, after ``--device-modules timm_pkmixer`` imported this package). The
+ranks of the DDP's process group exchange a :func:`structure_fingerprint` of the model (one all-gather of
+a short string, beside DDP's own collectives at construction) and refuse to wrap it if they disagree.
+Creating a model does no distributed communication, so a model built on one rank alone (export, push,
+evaluation) returns at once. Other wrappers (FSDP2's ``fully_shard``) do not go through this hook: call
+:func:`check_replicas` on every rank after building the model. ``TIMM_PKMIXER_CHECK_REPLICAS=0`` turns the
+check off.
 """
+import functools
 import hashlib
-import itertools
+import inspect
 import os
 from collections import defaultdict
-from datetime import timedelta
-from typing import Dict, Iterator, List, Optional
+from typing import Any, Optional
 
 import torch.distributed as dist
 from torch import nn
 
-from .layers.masked_linear import MaskedLinear
-from .layers.permutation import FixedPermutation
+from .errors import UserInputError
+from .layers.structure import DerivedStructure
 
-__all__ = ['structure_fingerprint', 'check_replicas', 'check_replicas_if_distributed', 'CHECK_ENV']
+__all__ = ['CHECK_ENV', 'ReplicaMismatchError', 'structure_fingerprint', 'check_replicas',
+           'install_ddp_replica_check']
 
 CHECK_ENV = 'TIMM_PKMIXER_CHECK_REPLICAS'
-_STORE_PREFIX = 'timm_pkmixer/replica'
-_serials: Dict[str, Iterator[int]] = defaultdict(itertools.count)
 
 
-def _structure_items(model: nn.Module) -> List[str]:
-    items = []
-    for name, module in model.named_modules():
-        if isinstance(module, FixedPermutation):
-            items.append(f'{name}:perm:{module.num}:{module.expected_digest()}')
-        elif isinstance(module, MaskedLinear):
-            items.append(f'{name}:mask:{tuple(module.weight.shape)}:{module.density!r}:{module.seed}:{module.key}')
-    return items
+class ReplicaMismatchError(UserInputError, RuntimeError):
+    """Ranks of a data-parallel run hold different permutations or masks."""
 
 
 def structure_fingerprint(model: nn.Module) -> Optional[str]:
@@ -46,51 +42,54 @@ def structure_fingerprint(model: nn.Module) -> Optional[str]:
 
     Computed from the seeds and layer keys, so it needs no buffer values (works on the meta device).
     """
-    items = _structure_items(model)
+    items = [m.fingerprint_item(name) for name, m in model.named_modules() if isinstance(m, DerivedStructure)]
     if not items:
         return None
     return hashlib.blake2b('\n'.join(items).encode(), digest_size=16).hexdigest()
 
 
-def check_replicas(model: nn.Module, name: str = 'model', timeout_s: float = 300.) -> None:
-    """Compare the model's structure fingerprint across all ranks of the default process group.
+def _enabled() -> bool:
+    return os.environ.get(CHECK_ENV, '1').strip() != '0'
 
-    Every rank must call this for the same model (in the same order as other models with the same
-    ``name``). Raises ``RuntimeError`` naming the disagreeing ranks, or if some rank does not report
-    within ``timeout_s`` seconds.
+
+def check_replicas(model: nn.Module, group: Optional[Any] = None, name: str = 'model') -> None:
+    """Compare the model's structure fingerprint across the ranks of `group` (default: the default group).
+
+    A collective: every rank of the group must call it. Nothing happens without an initialised process
+    group of more than one rank, for a model without random structure, or with ``TIMM_PKMIXER_CHECK_REPLICAS=0``.
+    Raises :class:`ReplicaMismatchError` naming the ranks that disagree.
     """
-    fingerprint = structure_fingerprint(model) or '-'
-    rank, world = dist.get_rank(), dist.get_world_size()
-    key = f'{_STORE_PREFIX}/{name}/{next(_serials[name])}'
-    store = dist.distributed_c10d._get_default_store()
-    store.set(f'{key}/{rank}', fingerprint)
-    keys = [f'{key}/{r}' for r in range(world)]
-    try:
-        store.wait(keys, timedelta(seconds=timeout_s))
-    except RuntimeError as e:  # c10d raises DistStoreError (a RuntimeError) on timeout
-        raise RuntimeError(
-            f'{name}: not every rank created this model within {timeout_s:g} s, so its permutations could not '
-            f'be compared across ranks. If only some ranks create it, set {CHECK_ENV}=0.') from e
-    prints = [store.get(k).decode() for k in keys]
+    fingerprint = structure_fingerprint(model)
+    if (fingerprint is None or not _enabled() or not dist.is_available() or not dist.is_initialized()
+            or dist.get_world_size(group) <= 1):
+        return
+    prints = [None] * dist.get_world_size(group)
+    dist.all_gather_object(prints, fingerprint, group=group)
     if len(set(prints)) > 1:
         groups = defaultdict(list)
-        for r, p in enumerate(prints):
-            groups[p].append(r)
+        for rank, p in enumerate(prints):
+            groups[p].append(rank)
         detail = '; '.join(f'ranks {ranks}: {p}' for p, ranks in groups.items())
-        raise RuntimeError(
+        raise ReplicaMismatchError(
             f'{name}: ranks hold different permutations/masks (different perm_seed or mask_seed?), so '
             f'data-parallel training would average gradients of different functions. Structure fingerprints: '
             f'{detail}. Use the same --model-kwargs on every rank.')
 
 
-def check_replicas_if_distributed(model: nn.Module, name: str) -> nn.Module:
-    """Run :func:`check_replicas` when a process group of >1 ranks is up and the model has random structure.
+def install_ddp_replica_check() -> None:
+    """Make ``DistributedDataParallel(module, …)`` run :func:`check_replicas` on `module` first (idempotent;
+    every rank constructs the DDP wrapper together, so the collective cannot hang)."""
+    from torch.nn.parallel import DistributedDataParallel
+    original = DistributedDataParallel.__init__
+    if getattr(original, '_timm_pkmixer_replica_check', False):
+        return
+    signature = inspect.signature(original)
 
-    Models on the meta device are skipped: they hold no values and cannot train (they are built to inspect
-    shapes, often on one rank only).
-    """
-    on_meta = any(t.is_meta for t in itertools.chain(model.parameters(), model.buffers()))
-    if (os.environ.get(CHECK_ENV, '1') != '0' and not on_meta and dist.is_available() and dist.is_initialized()
-            and dist.get_world_size() > 1 and structure_fingerprint(model) is not None):
-        check_replicas(model, name)
-    return model
+    @functools.wraps(original)
+    def __init__(self, module: nn.Module, *args: Any, **kwargs: Any) -> None:
+        group = signature.bind_partial(self, module, *args, **kwargs).arguments.get('process_group')
+        check_replicas(module, group=group, name=type(module).__name__)
+        original(self, module, *args, **kwargs)
+
+    __init__._timm_pkmixer_replica_check = True
+    DistributedDataParallel.__init__ = __init__

@@ -17,9 +17,7 @@ import json
 import pickle
 import re
 import shutil
-import sys
-import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -28,8 +26,11 @@ import yaml
 from timm.models import clean_state_dict
 from timm.models._hub import save_for_hf
 
-__all__ = ['TrainingCheckpoint', 'read_checkpoint', 'build_validated_model', 'export_model_args', 'write_hub_folder',
-           'upload_to_hub', 'add_push_command']
+from .catalog import is_pkmixer_model
+from .errors import CheckpointError, InvalidArgumentError
+
+__all__ = ['TrainingCheckpoint', 'HubFolder', 'read_checkpoint', 'build_validated_model', 'check_finite',
+           'export_model_args', 'write_hub_folder', 'upload_to_hub', 'check_repo_id']
 
 # train.py / factory arguments that do not change the function of a trained model
 _TRAINING_ONLY_ARGS = ('drop_rate', 'proj_drop_rate', 'drop_path_rate', 'drop_block_rate', 'pretrained_cfg',
@@ -39,6 +40,13 @@ _SOURCE_CFG_KEYS = ('url', 'file', 'state_dict', 'hf_hub_id', 'hf_hub_filename',
                     'paper_ids', 'paper_name', 'description', 'notes', 'label_names', 'label_descriptions',
                     'label_offset')
 _REPO_ID = re.compile(r'^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$')
+
+
+def check_repo_id(repo_id: str) -> str:
+    """A Hub repository id ORG/NAME."""
+    if not _REPO_ID.match(repo_id):
+        raise InvalidArgumentError(f'--repo-id must be ORG/NAME, got {repo_id!r}')
+    return repo_id
 
 
 @dataclass
@@ -73,8 +81,8 @@ def _load(path: Path) -> Any:
         torch.serialization.add_safe_globals([argparse.Namespace])  # torch 2.4
         return torch.load(str(path), map_location='cpu', weights_only=True)
     except pickle.UnpicklingError as e:
-        raise ValueError(f'{path}: refusing to unpickle it; only safetensors files and checkpoints that '
-                         f'torch.load(weights_only=True) reads are accepted ({str(e).splitlines()[0]})') from e
+        raise CheckpointError(f'{path}: refusing to unpickle it; only safetensors files and checkpoints that '
+                              f'torch.load(weights_only=True) reads are accepted ({str(e).splitlines()[0]})') from e
 
 
 def read_checkpoint(path: str, use_ema: bool = False) -> TrainingCheckpoint:
@@ -90,7 +98,7 @@ def read_checkpoint(path: str, use_ema: bool = False) -> TrainingCheckpoint:
         raise FileNotFoundError(f'no checkpoint file at {path}')
     obj = _load(path)
     if not isinstance(obj, dict):
-        raise ValueError(f'{path}: holds a {type(obj).__name__}, neither a state dict nor a train.py checkpoint')
+        raise CheckpointError(f'{path}: holds a {type(obj).__name__}, neither a state dict nor a train.py checkpoint')
     is_state_dict = all(isinstance(v, torch.Tensor) for v in obj.values())
     ema_key = next((k for k in ('state_dict_ema', 'model_ema') if obj.get(k) is not None), None)
     if is_state_dict:
@@ -99,15 +107,15 @@ def read_checkpoint(path: str, use_ema: bool = False) -> TrainingCheckpoint:
         state_dict = obj.get('state_dict', obj.get('model'))
         train_args, epoch = obj.get('args'), obj.get('epoch')
     else:
-        raise ValueError(f'{path}: neither a state dict nor a train.py checkpoint (keys: {sorted(obj)[:8]})')
+        raise CheckpointError(f'{path}: neither a state dict nor a train.py checkpoint (keys: {sorted(obj)[:8]})')
     if use_ema:
         if ema_key is None:
-            raise ValueError(f'--use-ema: {path} holds no EMA weights (no state_dict_ema)')
+            raise CheckpointError(f'--use-ema: {path} holds no EMA weights (no state_dict_ema)')
         state_dict = obj[ema_key]
     state_dict = clean_state_dict(state_dict)  # drops DDP / torch.compile prefixes
     bad = [k for k, v in state_dict.items() if not isinstance(v, torch.Tensor)]
     if bad:
-        raise ValueError(f'{path}: state dict entries that are not tensors: {bad[:5]}')
+        raise CheckpointError(f'{path}: state dict entries that are not tensors: {bad[:5]}')
     if isinstance(train_args, argparse.Namespace):
         train_args = vars(train_args)
     if train_args is None and (path.parent / 'args.yaml').is_file():
@@ -123,7 +131,7 @@ def _model_kwargs(model_name: str, ckpt: TrainingCheckpoint, overrides: Dict[str
     args, kwargs = ckpt.train_args, {}
     arch = args.get('model')
     if arch and arch != model_name and ':' not in arch and '/' not in arch:
-        raise ValueError(f'{ckpt.path} was trained as {arch!r} (train.py --model), not {model_name!r}')
+        raise InvalidArgumentError(f'{ckpt.path} was trained as {arch!r} (train.py --model), not {model_name!r}')
     in_chans = args.get('in_chans') or (args.get('input_size') or [None])[0]
     for key, value in (('num_classes', args.get('num_classes')), ('in_chans', in_chans),
                        ('global_pool', args.get('gp'))):
@@ -137,13 +145,21 @@ def _model_kwargs(model_name: str, ckpt: TrainingCheckpoint, overrides: Dict[str
     return kwargs
 
 
+def check_finite(state_dict: Dict[str, torch.Tensor], source: str) -> None:
+    """Refuse weights with NaN or infinite values (a diverged run), naming how many tensors and the first."""
+    bad = [k for k, v in state_dict.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise CheckpointError(f'{source}: {len(bad)} tensors hold NaN or infinite values (first: {bad[0]}); '
+                              f'refusing to publish them (did the run diverge?)')
+
+
 def build_validated_model(
         model_name: str,
         ckpt: TrainingCheckpoint,
         model_kwargs: Optional[Dict[str, Any]] = None,
 ) -> Tuple[torch.nn.Module, Dict[str, Any]]:
     """Build `model_name` as it was trained and load the checkpoint strictly, refusing weights of another
-    architecture, S, C, depth, permutation seed (RP) or mask seed (SW-MLP).
+    architecture, S, C, depth, permutation seed (RP) or mask seed (SW-MLP), and non-finite weights.
 
     Args:
         model_name: A registered timm-pkmixer architecture.
@@ -154,64 +170,36 @@ def build_validated_model(
         The model in eval mode, and the arguments it was built with.
     """
     import timm
-    from .catalog import list_pkmixer_models
-    from .models import PKMixer
-    from .models.pk_mixer import checkpoint_filter_fn as pk_filter
-    from .models.sw_mlp import checkpoint_filter_fn as sw_filter
-
-    if model_name not in list_pkmixer_models():
-        raise ValueError(f'{model_name!r} is not a timm-pkmixer architecture (see `pkmixer models`)')
+    if not is_pkmixer_model(model_name):
+        raise InvalidArgumentError(f'{model_name!r} is not a timm-pkmixer architecture (see `pkmixer models`)')
     kwargs = _model_kwargs(model_name, ckpt, dict(model_kwargs or {}))
     model = timm.create_model(model_name, **kwargs)
-    state_dict = dict(ckpt.state_dict)
-    hint = f'(built with {kwargs}; pass the --model-kwargs it was trained with)'
+    check_finite(ckpt.state_dict, str(ckpt.path))
     try:
-        state_dict = (pk_filter if isinstance(model, PKMixer) else sw_filter)(state_dict, model)
-        _check_seeds(model, state_dict)
-        model.load_state_dict(state_dict, strict=True)
-    except (ValueError, RuntimeError) as e:
-        raise ValueError(f'the weights in {ckpt.path} do not fit {model_name} {hint}: {e}') from e
+        model.load_state_dict(ckpt.state_dict, strict=True)
+    except CheckpointError as e:
+        hint = f'(built with {kwargs}; pass the --model-kwargs it was trained with)'
+        raise type(e)(f'the weights in {ckpt.path} do not fit {model_name} {hint}: {e}') from e
     return model.eval(), kwargs
-
-
-def _check_seeds(model: torch.nn.Module, state_dict: Dict[str, torch.Tensor]) -> None:
-    """Refuse RP permutations (digests) or SW-MLP masks that are not those of the model's seed, in one line."""
-    from .layers import FixedPermutation, MaskedLinear
-    perms = [(n, m) for n, m in model.named_modules() if isinstance(m, FixedPermutation)]
-    bad = [n for n, m in perms if f'{n}.digest' in state_dict
-           and int(state_dict[f'{n}.digest'].reshape(-1)[0]) != m.expected_digest()]
-    if bad:
-        raise ValueError(f'{len(bad)} of {len(perms)} permutation digests (first: {bad[0]}.digest) differ from '
-                         f'those of perm_seed={perms[0][1].seed}: the weights were trained with another perm_seed')
-    masks = [(n, m) for n, m in model.named_modules() if isinstance(m, MaskedLinear)]
-    bad = [n for n, m in masks if f'{n}.mask' in state_dict and not torch.equal(state_dict[f'{n}.mask'], m.mask)]
-    if bad:
-        raise ValueError(f'{len(bad)} of {len(masks)} masks (first: {bad[0]}.mask) differ from those of '
-                         f'mask_seed={masks[0][1].seed}: the weights were trained with another mask_seed')
 
 
 def export_model_args(model: torch.nn.Module, build_kwargs: Dict[str, Any]) -> Dict[str, Any]:
     """`model_args` of config.json: every argument the model was built with, and its permutation (RP) or
     mask (SW-MLP) seed, so the Hub copy rebuilds the same function. Training-only arguments are left out."""
-    from .layers import FixedPermutation, MaskedLinear
     args = {k: v for k, v in build_kwargs.items() if k not in _TRAINING_ONLY_ARGS}
-    perm = next((m for m in model.modules() if isinstance(m, FixedPermutation)), None)
-    mask = next((m for m in model.modules() if isinstance(m, MaskedLinear)), None)
-    if perm is not None:
-        args['perm_seed'] = perm.seed
-    if mask is not None:
-        args['mask_seed'] = mask.seed
+    args.update(model.describe().seeds)
     for key, value in args.items():
         try:
             json.dumps(value)
         except TypeError as e:
-            raise ValueError(f'model argument {key}={value!r} cannot be written to config.json') from e
+            raise InvalidArgumentError(f'model argument {key}={value!r} cannot be written to config.json') from e
     return args
 
 
 def _export_pretrained_cfg(model: torch.nn.Module, train_args: Dict[str, Any], license: str) -> Dict[str, Any]:
     """The registry cfg without its weight source, with the run's data config (mean, std, crop, size)."""
     from timm.data import resolve_data_config
+
     from .model_card import PAPER_ARXIV, PAPER_TITLE
     cfg = {k: v for k, v in model.pretrained_cfg.items() if k not in _SOURCE_CFG_KEYS}
     data = resolve_data_config(args=dict(train_args), model=model)
@@ -222,6 +210,14 @@ def _export_pretrained_cfg(model: torch.nn.Module, train_args: Dict[str, Any], l
     return cfg
 
 
+@dataclass
+class HubFolder:
+    """What `write_hub_folder` wrote."""
+    path: Path
+    files: List[str]                                  # file names, sorted
+    notes: List[str] = field(default_factory=list)    # what was left out, and why
+
+
 def write_hub_folder(
         model: torch.nn.Module,
         build_kwargs: Dict[str, Any],
@@ -230,8 +226,8 @@ def write_hub_folder(
         repo_id: str,
         license: Optional[str] = None,
         datasets: Optional[List[str]] = None,
-) -> List[str]:
-    """Write what a push uploads into the empty or new directory `out_dir`; returns the file names.
+) -> HubFolder:
+    """Write what a push uploads into the empty or new directory `out_dir`.
 
     Args:
         model: The validated model (`build_validated_model`); its pretrained_cfg becomes the exported one.
@@ -244,8 +240,10 @@ def write_hub_folder(
     """
     from .model_card import build_model_card, datasets_from_args, read_run_metrics, render_model_card
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InvalidArgumentError(f'--out-dir {out} is a file: choose a new or empty directory')
     if out.exists() and any(out.iterdir()):
-        raise ValueError(f'--out-dir {out} is not empty: choose a new or empty directory')
+        raise InvalidArgumentError(f'--out-dir {out} is not empty: choose a new or empty directory')
     out.mkdir(parents=True, exist_ok=True)
     license = license or model.pretrained_cfg.get('license') or 'apache-2.0'
     model_args = export_model_args(model, build_kwargs)
@@ -257,73 +255,22 @@ def write_hub_folder(
         shutil.copyfile(hparams, out / 'train_hparams.yaml')
     run_had_ema_eval = ckpt.has_ema and not ckpt.train_args.get('model_ema_force_cpu', False)
     metrics, note = read_run_metrics(ckpt.summary_file, ckpt.epoch, ckpt.use_ema, run_had_ema_eval)
-    if note:
-        print(f'note: {note}', file=sys.stderr)
     model_name = model.pretrained_cfg['architecture']
     card = build_model_card(
         model_name, repo_id, model_args, license=license,
         datasets=datasets if datasets is not None else datasets_from_args(ckpt.train_args),
         train_args=ckpt.train_args, has_hparams_file=hparams is not None, metrics=metrics)
     (out / 'README.md').write_text(render_model_card(card, repo_id), encoding='utf-8')
-    return sorted(p.name for p in out.iterdir())
+    return HubFolder(out, sorted(p.name for p in out.iterdir()), [note] if note else [])
 
 
 def upload_to_hub(folder: str, repo_id: str, private: bool = False, commit_message: str = 'Add model') -> str:
     """Create `repo_id` if needed and upload the files of `folder` (token: HF_TOKEN or `hf auth login`).
     Returns the repository URL."""
     from huggingface_hub import HfApi
+
     from . import __version__
     api = HfApi(library_name='timm-pkmixer', library_version=__version__)
     repo_url = api.create_repo(repo_id, private=private, exist_ok=True)
     api.upload_folder(repo_id=repo_url.repo_id, folder_path=folder, commit_message=commit_message)
     return str(repo_url)
-
-
-def _cmd_push(args: argparse.Namespace) -> int:
-    try:
-        if not _REPO_ID.match(args.repo_id):
-            raise ValueError(f'--repo-id must be ORG/NAME, got {args.repo_id!r}')
-        ckpt = read_checkpoint(args.checkpoint, use_ema=args.use_ema)
-        model, build_kwargs = build_validated_model(args.model, ckpt, args.model_kwargs)
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = args.out_dir or str(Path(tmp) / 'upload')
-            files = write_hub_folder(model, build_kwargs, ckpt, folder, args.repo_id, license=args.license,
-                                     datasets=args.dataset)
-            for name in files:
-                print(f'{Path(folder, name).stat().st_size:>12,d}  {name}')
-            if args.out_dir:
-                print(f'wrote {folder}; nothing uploaded (without --out-dir this goes to {args.repo_id})')
-                return 0
-            try:
-                url = upload_to_hub(folder, args.repo_id, private=args.private, commit_message=args.commit_message)
-            except Exception as e:  # network, authentication, permissions: huggingface_hub says which
-                print(f'pkmixer push: upload to {args.repo_id} failed: {type(e).__name__}: {e}', file=sys.stderr)
-                return 1
-    except (ValueError, FileNotFoundError) as e:
-        print(f'pkmixer push: error: {e}', file=sys.stderr)
-        return 2
-    print(f'uploaded to {url}')
-    return 0
-
-
-def add_push_command(subparsers: argparse._SubParsersAction) -> None:
-    """`pkmixer push CHECKPOINT --model NAME --repo-id ORG/NAME [...]`."""
-    from timm.utils import ParseKwargs
-    p = subparsers.add_parser(
-        'push', help='publish a trained checkpoint on the Hugging Face Hub (timm format: safetensors, config, card)',
-        description='Build the model, load and validate the weights, write model.safetensors, config.json, '
-                    'README.md (model card) and train_hparams.yaml, and upload them (or only write them: --out-dir).')
-    p.add_argument('checkpoint',
-                   help='train.py checkpoint (model_best.pth.tar, last.pth.tar), state dict or .safetensors')
-    p.add_argument('--model', required=True, help='registered architecture, e.g. rp_mixer_b_w')
-    p.add_argument('--repo-id', required=True, help='Hub repository ORG/NAME (created if needed)')
-    p.add_argument('--model-kwargs', nargs='*', default={}, action=ParseKwargs,
-                   help='key=value model arguments as in train.py (default: those the checkpoint records)')
-    p.add_argument('--use-ema', action='store_true', help='push the EMA weights of a train.py checkpoint')
-    p.add_argument('--private', action='store_true', help='create the repository as private')
-    p.add_argument('--out-dir', default=None, help='only write the folder a push uploads; upload nothing')
-    p.add_argument('--license', default=None, help='license of the weights (default: apache-2.0)')
-    p.add_argument('--dataset', nargs='+', default=None,
-                   help="Hub dataset ids for the card (default: train.py's --dataset)")
-    p.add_argument('--commit-message', default='Add model')
-    p.set_defaults(func=_cmd_push)

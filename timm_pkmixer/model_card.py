@@ -79,7 +79,14 @@ def datasets_from_args(train_args: Dict[str, Any]) -> List[str]:
     return [name] if name else []
 
 
-def _usage(repo_id: str) -> str:
+def _num_classes(model_name: str, model_args: Dict[str, Any]) -> int:
+    from timm.models import get_pretrained_cfg
+    return int(model_args.get('num_classes', get_pretrained_cfg(model_name).num_classes))
+
+
+def _usage(repo_id: str, num_classes: int) -> str:
+    """The card's usage snippet; its top-k is never larger than the number of classes."""
+    k = max(1, min(5, num_classes))
     return f'''```bash
 pip install timm-pkmixer   # registers the PK-family architectures in timm
 ```
@@ -92,7 +99,7 @@ model = timm.create_model('hf-hub:{repo_id}', pretrained=True).eval()
 transform = timm.data.create_transform(**timm.data.resolve_model_data_config(model), is_training=False)
 img = Image.open('image.jpg').convert('RGB')
 with torch.no_grad():
-    top5_prob, top5_idx = model(transform(img).unsqueeze(0)).softmax(-1).topk(5)
+    top{k}_prob, top{k}_idx = model(transform(img).unsqueeze(0)).softmax(-1).topk({k})
 ```
 '''
 
@@ -112,12 +119,14 @@ def build_model_card(
     arch = {'family': s.family, 'timm architecture': f'`{model_name}`'}
     if s.num_tokens is not None:
         arch.update({'tokens S': s.num_tokens, 'channels C': s.dim})
-    arch.update({'depth L': s.depth, 'expansion γ (tokens/channels)': s.gamma,
+    arch.update({'depth L': s.depth, 'expansion γ (tokens/channels)': s.gamma_label,
                  'effective width m': s.width, 'density p': f'{s.density:.4f}'})
-    if 'perm_seed' in model_args:
-        arch['permutation seed'] = model_args['perm_seed']
-    if 'mask_seed' in model_args:
-        arch['mask seed'] = model_args['mask_seed']
+    if s.permutation and s.permutation_label not in ('normal', 'random'):
+        arch['permutation per block'] = f'{s.permutation_label} (R: random, N: normal)'
+    if s.perm_seed is not None:
+        arch['permutation seed'] = s.perm_seed
+    if s.mask_seed is not None:
+        arch['mask seed'] = s.mask_seed
     arch['model_args'] = f'`{json.dumps(model_args, sort_keys=True)}`'
     details: Dict[str, Any] = {
         'Model Type': 'Image classification / feature backbone',
@@ -139,13 +148,12 @@ def build_model_card(
         f'An {s.family} of the PK family of Hayase & Karakida, "{PAPER_TITLE}" (ICML 2024, arXiv:{PAPER_ARXIV}), '
         f'trained with timm. The architecture comes from '
         f'[timm-pkmixer](https://pypi.org/project/timm-pkmixer/), which registers it in timm.')
-    family_tag = s.family.lower().replace(' ', '-')
     return {
-        'tags': ['image-classification', 'timm', 'timm-pkmixer', family_tag, f'arxiv:{PAPER_ARXIV}'],
+        'tags': ['image-classification', 'timm', 'timm-pkmixer', s.family_tag, f'arxiv:{PAPER_ARXIV}'],
         'license': license,
         'description': description,
         'details': details,
-        'usage': _usage(repo_id),
+        'usage': _usage(repo_id, _num_classes(model_name, model_args)),
         'citation': PAPER_BIBTEX,
     }
 

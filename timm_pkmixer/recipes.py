@@ -4,20 +4,18 @@ A recipe is a YAML file for ``train.py --config``: its keys are train.py argumen
 ``batch_size``, ``model_kwargs``). train.py turns the keys into parser defaults, so command-line flags still
 override them, and it accepts unknown keys *silently*; :func:`check_recipe_keys` catches those.
 """
-import importlib.util
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 import yaml
 
+from .errors import InvalidArgumentError, UserInputError
 from .width import patch_sweep
 
 __all__ = [
-    'load_recipe', 'load_train_py', 'train_py_arguments', 'check_recipe_keys', 'BatchAndLr', 'resolve_batch_and_lr',
+    'RecipeError', 'load_recipe', 'check_recipe_keys', 'BatchAndLr', 'resolve_batch_and_lr',
     'SweepPoint', 'imagenet_width_sweep', 'cifar_width_sweep', 'IMAGENET_SWEEP_OMEGA', 'IMAGENET_SWEEP_PATCHES',
     'CIFAR_SWEEP_PAIRS',
 ]
@@ -32,46 +30,30 @@ CIFAR_SWEEP_PAIRS: Dict[int, Tuple[Tuple[int, int], ...]] = {
 }
 
 
+class RecipeError(UserInputError, ValueError):
+    """A recipe file that cannot be used (not YAML, not a mapping, keys train.py does not know)."""
+
+
 def load_recipe(path: str) -> Dict[str, Any]:
-    """The recipe as a dict (``yaml.safe_load``, as train.py reads it)."""
-    with open(path) as f:
-        cfg = yaml.safe_load(f)
+    """The recipe as a dict (``yaml.safe_load``, as train.py reads it: no Python tags)."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(21, 'a recipe must be a YAML file, not a directory', str(path))
+    try:
+        with open(path) as f:
+            cfg = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        raise RecipeError(f'{path}: not a valid YAML recipe ({" ".join(str(e).split())})') from e
     if not isinstance(cfg, dict):
-        raise ValueError(f'{path}: a recipe must be a YAML mapping of train.py arguments, got {type(cfg).__name__}')
+        raise RecipeError(f'{path}: a recipe must be a YAML mapping of train.py arguments, got {type(cfg).__name__}')
     return cfg
 
 
-def load_train_py(train_py: str) -> ModuleType:
-    """Import timm's train.py as a module (its ``main()`` is not run)."""
-    path = Path(train_py)
-    if not path.is_file():
-        raise FileNotFoundError(f'train.py not found at {train_py}')
-    spec = importlib.util.spec_from_file_location('_timm_train_py', path)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.parent))  # train.py may import modules beside it
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(path.parent))
-    return module
-
-
-def train_py_arguments(train_py: str) -> Dict[str, List[str]]:
-    """{dest: option strings} of every argument of train.py (both of its parsers)."""
-    module = load_train_py(train_py)
-    out: Dict[str, List[str]] = {}
-    for parser in (module.config_parser, module.parser):
-        for action in parser._actions:
-            if action.dest != 'help':
-                out.setdefault(action.dest, list(action.option_strings))
-    return out
-
-
 def check_recipe_keys(cfg: Dict[str, Any], known: Iterable[str], name: str = 'recipe') -> None:
-    """Raise ValueError naming every key that is not a train.py argument (train.py would ignore it)."""
+    """Refuse, naming every key, a recipe with keys that are not train.py arguments (train.py would ignore them)."""
     unknown = sorted(set(cfg) - set(known))
     if unknown:
-        raise ValueError(f'{name}: {unknown} are not arguments of train.py (it would silently ignore them)')
+        raise RecipeError(f'{name}: {unknown} are not arguments of train.py (it would silently ignore them)')
 
 
 @dataclass(frozen=True)
@@ -121,9 +103,9 @@ def imagenet_width_sweep(patches: Sequence[int] = IMAGENET_SWEEP_PATCHES, omega:
     family = 'rp_mixer' if permutation == 'random' else 'pk_mixer'
     for p in patches:
         if 224 % p:
-            raise ValueError(f'patch size {p} does not divide the 224 px image')
+            raise InvalidArgumentError(f'patch size {p} does not divide the 224 px image')
     return [SweepPoint(f'{family}_b_w_p{pt.patch}_s{pt.num_tokens}_c{pt.dim}', f'{family}_b_w',
-                       dict(patch_size=pt.patch, embed_dim=pt.dim, num_tokens=pt.num_tokens, mlp_ratio=gamma),
+                       dict(patch_size=pt.patch, embed_dim=pt.dim, num_tokens=pt.num_tokens, gamma=gamma),
                        pt.num_tokens, pt.dim)
             for pt in patch_sweep(omega, gamma, patches)]
 
@@ -131,7 +113,7 @@ def imagenet_width_sweep(patches: Sequence[int] = IMAGENET_SWEEP_PATCHES, omega:
 def cifar_width_sweep(omega: int = 2 ** 18, permutation: str = 'random') -> List[SweepPoint]:
     """Fig. 5 / 6 (a–c): S-Mixers (L = 8, P = 4, γ = 1, skip layer) at the C.4 (C, S) pairs of Ω."""
     if omega not in CIFAR_SWEEP_PAIRS:
-        raise ValueError(f'the paper lists (C, S) pairs for Ω in {sorted(CIFAR_SWEEP_PAIRS)}, not {omega}')
+        raise InvalidArgumentError(f'the paper lists (C, S) pairs for Ω in {sorted(CIFAR_SWEEP_PAIRS)}, not {omega}')
     model = 's_mixer_rp_s64c64_32' if permutation == 'random' else 's_mixer_s64c64_32'
     family = 's_mixer_rp' if permutation == 'random' else 's_mixer'
     return [SweepPoint(f'{family}_s{s}c{c}', model, dict(num_tokens=s, embed_dim=c), s, c)

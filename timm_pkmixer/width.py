@@ -4,56 +4,52 @@ Notation: S tokens, C channels, expansion factor γ, effective width m = S·C, �
 of connections (non-zero weights) per layer, p = ratio of non-zero entries of the effective weight.
 """
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import List, Optional, Sequence
+
+from .errors import InvalidArgumentError
+from .validation import positive_int, positive_real, probability
 
 __all__ = [
     'mixer_omega', 'tokens_for_omega', 'optimal_width', 'density', 'sw_mlp_width', 'gamma_for_omega',
-    'WidthPoint', 'width_point', 'width_curve', 'patch_sweep', 'MixerGeometry',
+    'WidthPoint', 'width_point', 'width_curve', 'patch_sweep',
 ]
-
-
-def _positive(name: str, value: float) -> None:
-    if not value > 0:
-        raise ValueError(f'{name} must be positive, got {value}')
 
 
 def mixer_omega(num_tokens: float, dim: float, gamma: float = 1.0) -> float:
     """Ω = γ(C·S² + C²·S)/2 (eq. 14); the S-Mixer is γ = 1 (eq. S.42)."""
-    _positive('S', num_tokens), _positive('C', dim), _positive('gamma', gamma)
+    positive_real('S', num_tokens), positive_real('C', dim), positive_real('gamma', gamma)
     return gamma * (dim * num_tokens ** 2 + dim ** 2 * num_tokens) / 2
 
 
 def tokens_for_omega(dim: float, omega: float, gamma: float = 1.0) -> float:
     """S(C) at fixed Ω and γ: S = (√(C² + 8Ω/(γC)) − C)/2, the positive root of eq. 14."""
-    _positive('C', dim), _positive('omega', omega), _positive('gamma', gamma)
+    positive_real('C', dim), positive_real('omega', omega), positive_real('gamma', gamma)
     return (math.sqrt(dim ** 2 + 8 * omega / (gamma * dim)) - dim) / 2
 
 
 def optimal_width(omega: float, gamma: float = 1.0) -> tuple:
     """(C* = S* = (Ω/γ)^(1/3), max m = (Ω/γ)^(2/3)) (eq. 15)."""
-    _positive('omega', omega), _positive('gamma', gamma)
+    positive_real('omega', omega), positive_real('gamma', gamma)
     c_star = (omega / gamma) ** (1 / 3)
     return c_star, c_star ** 2
 
 
 def density(omega: float, gamma: float, width: float) -> float:
     """p = Ω/(γ m²) (eq. 13): the ratio of non-zero entries of the effective weight."""
-    _positive('omega', omega), _positive('gamma', gamma), _positive('m', width)
+    positive_real('omega', omega), positive_real('gamma', gamma), positive_real('m', width)
     return omega / (gamma * width ** 2)
 
 
 def sw_mlp_width(omega: float, p: float, gamma: float = 1.0) -> int:
     """Width m of an SW-MLP with Ω connections per layer at density p: m = √(Ω/(γp)) (eq. 13, S.43)."""
-    _positive('omega', omega), _positive('gamma', gamma)
-    if not 0 < p <= 1:
-        raise ValueError(f'density p must be in (0, 1], got {p}')
+    positive_real('omega', omega), positive_real('gamma', gamma), probability('density p', p)
     return round(math.sqrt(omega / (gamma * p)))
 
 
 def gamma_for_omega(num_tokens: float, dim: float, omega: float) -> float:
     """γ = 2Ω/(C·S² + C²·S): eq. 14 solved for the expansion factor (Mixer-B-W: S=256, C=588 → 4.57)."""
-    _positive('S', num_tokens), _positive('C', dim), _positive('omega', omega)
+    positive_real('S', num_tokens), positive_real('C', dim), positive_real('omega', omega)
     return 2 * omega / (dim * num_tokens ** 2 + dim ** 2 * num_tokens)
 
 
@@ -87,9 +83,10 @@ class WidthPoint:
 
 def width_point(dim: int, omega: float, gamma: float = 1.0, patch: Optional[int] = None) -> WidthPoint:
     """The point at channels C: S = round(S(C)) at fixed Ω, γ (how App. C.4 / C.5 pick their pairs)."""
+    positive_int('C', dim)
     num_tokens = round(tokens_for_omega(dim, omega, gamma))
     if num_tokens < 1:
-        raise ValueError(f'C={dim} leaves less than one token at omega={omega:g}, gamma={gamma:g}')
+        raise InvalidArgumentError(f'C={dim} leaves less than one token at omega={omega:g}, gamma={gamma:g}')
     return WidthPoint(int(dim), int(num_tokens), float(gamma), patch)
 
 
@@ -124,43 +121,5 @@ def width_curve(
 def patch_sweep(omega: float, gamma: float, patches: Sequence[int], in_chans: int = 3) -> List[WidthPoint]:
     """C = in_chans·P² and S from eq. S.44 for each patch size P (the ImageNet sweep of C.5, Fig. 6d)."""
     for p in patches:
-        _positive('patch size P', p)
+        positive_int('patch size P', p)
     return [width_point(in_chans * p * p, omega, gamma, patch=p) for p in patches]
-
-
-@dataclass(frozen=True)
-class MixerGeometry:
-    """Width numbers of one Mixer: each mixing layer is an m×(γm) effective weight of density p."""
-    num_tokens: int          # S
-    dim: int                 # C
-    depth: int               # L
-    token_hidden: Optional[int]    # hidden width of the token MLP (None: one FC, S-Mixer)
-    channel_hidden: Optional[int]  # hidden width of the channel MLP
-
-    @property
-    def width(self) -> int:
-        """Effective width m = S·C."""
-        return self.num_tokens * self.dim
-
-    @property
-    def gamma_tokens(self) -> float:
-        return (self.token_hidden or self.num_tokens) / self.num_tokens
-
-    @property
-    def gamma_channels(self) -> float:
-        return (self.channel_hidden or self.dim) / self.dim
-
-    @property
-    def omega(self) -> float:
-        """Average connections per layer: (C·S·h_S + S·C·h_C)/2, which is eq. 14 for h = γS, γC."""
-        s, c = self.num_tokens, self.dim
-        return (c * s * (self.token_hidden or s) + s * c * (self.channel_hidden or c)) / 2
-
-    @property
-    def density(self) -> float:
-        """p = (1/C + 1/S)/2: token layers have density 1/C, channel layers 1/S (= Ω/(γm²))."""
-        return (1 / self.dim + 1 / self.num_tokens) / 2
-
-    def as_dict(self) -> dict:
-        return dict(asdict(self), width=self.width, gamma_tokens=self.gamma_tokens,
-                    gamma_channels=self.gamma_channels, omega=self.omega, density=self.density)

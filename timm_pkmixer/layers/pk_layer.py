@@ -2,29 +2,31 @@
 
 `PKMlp` is the one implementation used by every Mixer in this package. It computes
 
-    x ──J1──▶ (B, n1, n2_in) ──fc1, φ [, fc2]──▶ (B, n1, n2_out) ──J2──▶ (B, S_out, C)
+    x ──J1──▶ (B, n1, n2_in) ──fc1, φ [, fc2]──▶ (B, n1, n2_out) ──J2 [+ residual]──▶ (B, S_out, C)
 
-i.e. the rearrangement J1, the same small matrix W applied to each of the n1 rows
-(that is I_{n1} ⊗ W), the activation, and the rearrangement J2. No m×m matrix is built.
+i.e. the rearrangement J1, the same small matrix W applied to each of the n1 rows (that is I_{n1} ⊗ W),
+the activation, and the rearrangement J2. No m×m matrix is built.
 
 * Token mixing of a normal Mixer: J1 = J_c (transpose to (B, C, S)), J2 = J_cᵀ, W is S×S.
 * Channel mixing of a normal Mixer: J1 = J2 = I, W is C×C.
-* Random-Permuted (RP) Mixer: J1, J2 are fixed uniform random permutations of the m = S·C
-  features (`FixedPermutation`); the block shapes stay those of the normal Mixer.
+* Random-Permuted (RP) Mixer: J1, J2 are fixed uniform random permutations of the m = S·C features
+  (`FixedPermutation`); the block shapes stay those of the normal Mixer.
 
-With `hidden_features` the layer is the MLP-Mixer's two-layer MLP (W1, φ, W2, eq. S.2); without
-it, the S-Mixer's single FC with activation (eq. S.3). The feature layout is row-major over
-(S, C): flat index s·C + c, i.e. vec(Xᵀ); the paper's column-major vec differs by the fixed
-commutation J_c, which uniform random J1, J2 absorb (App. B.2).
+With `hidden_features` the layer is the MLP-Mixer's two-layer MLP (W1, φ, W2, eq. S.2); without it, the
+S-Mixer's single FC with activation (eq. S.3). The feature layout is row-major over (S, C): flat index
+s·C + c, i.e. vec(Xᵀ); the paper's column-major vec differs by the fixed commutation J_c, which uniform
+random J1, J2 absorb (App. B.2).
 """
 from typing import Optional, Type
 
 import torch
 import torch.nn as nn
 
-from .permutation import FixedPermutation, Transpose
+from .permutation import FixedPermutation, IdentityPermutation, Transpose
 
-__all__ = ['PKMlp', 'make_pk_mlp']
+__all__ = ['PERMUTATIONS', 'PKMlp', 'make_pk_mlp']
+
+PERMUTATIONS = ('normal', 'random')  # a layer's J1, J2: the normal Mixer's, or fixed uniform random ones
 
 
 class PKMlp(nn.Module):
@@ -32,6 +34,7 @@ class PKMlp(nn.Module):
 
     Parameter names match timm's ``Mlp`` (``fc1``, ``fc2``), so timm Mixer weights load as they are.
     """
+    __jit_unused_properties__ = ['permutation']
 
     def __init__(
             self,
@@ -50,9 +53,9 @@ class PKMlp(nn.Module):
         Args:
             in_features: Row width n2 seen by W (S for token mixing, C for channel mixing).
             out_features: Output row width (differs from `in_features` only in a first block S0 → S).
-            hidden_features: Hidden width γ·n2 of the two-layer MLP; None for one FC (S-Mixer).
+            hidden_features: Hidden width of the two-layer MLP; None for one FC (S-Mixer).
             perm_in: J1, mapping (B, S, C) to (B, n1, in_features).
-            perm_out: J2, mapping (B, n1, out_features) to (B, S_out, C).
+            perm_out: J2, mapping (B, n1, out_features) to (B, S_out, C), with an optional residual added.
             act_layer: Activation φ.
             drop: Dropout after the activation and after fc2.
             bias: Use biases in the FCs.
@@ -67,23 +70,18 @@ class PKMlp(nn.Module):
         self.drop2 = nn.Dropout(drop) if hidden_features else nn.Identity()
         self.perm_out = perm_out
 
-    def _mlp(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.perm_in(x)                   # J1
+    @property
+    def permutation(self) -> str:
+        """'random' if J1, J2 are random permutations, else 'normal'."""
+        return 'random' if getattr(self.perm_out, 'is_random', False) else 'normal'
+
+    def forward(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """(B, S_in, C) → (B, S_out, C); with `residual`, residual + the layer's output."""
+        x = self.perm_in(x)                    # J1
         x = self.drop1(self.act(self.fc1(x)))  # φ((I ⊗ W1) ·)
         if self.fc2 is not None:
-            x = self.drop2(self.fc2(x))       # (I ⊗ W2) ·
-        return x
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, S_in, C) → (B, S_out, C)."""
-        return self.perm_out(self._mlp(x))    # J2
-
-    @torch.jit.unused
-    def forward_add(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        """residual + forward(x); with a random J2 the sum is written into J2's output (no extra buffer)."""
-        if isinstance(self.perm_out, FixedPermutation):
-            return self.perm_out(self._mlp(x), residual)
-        return residual + self.forward(x)
+            x = self.drop2(self.fc2(x))        # (I ⊗ W2) ·
+        return self.perm_out(x, residual)      # J2 [+ residual]
 
 
 def make_pk_mlp(
@@ -121,16 +119,18 @@ def make_pk_mlp(
     else:
         raise ValueError(f"mixing must be 'token' or 'channel', got {mixing!r}")
 
+    perm_in: nn.Module
+    perm_out: nn.Module
     if permutation == 'normal':
-        perm_in = Transpose() if mixing == 'token' else nn.Identity()
-        perm_out = Transpose() if mixing == 'token' else nn.Identity()
+        perm_in = Transpose() if mixing == 'token' else IdentityPermutation()
+        perm_out = Transpose() if mixing == 'token' else IdentityPermutation()
     elif permutation == 'random':
         perm_in = FixedPermutation(
             num_tokens_in * dim, (n1, width_in), seed=seed, key=f'{key}.perm_in', device=device)
         perm_out = FixedPermutation(
             num_tokens_out * dim, (num_tokens_out, dim), seed=seed, key=f'{key}.perm_out', device=device)
     else:
-        raise ValueError(f"permutation must be 'normal' or 'random', got {permutation!r}")
+        raise ValueError(f"permutation must be one of {PERMUTATIONS}, got {permutation!r}")
 
     return PKMlp(
         width_in, width_out, hidden_features, perm_in, perm_out,

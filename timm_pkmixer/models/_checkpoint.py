@@ -1,9 +1,18 @@
-"""Checks that a checkpoint was saved from the same architecture as the model it is loaded into.
+"""The one check of a state dict against a model: before timm's pretrained loading (the checkpoint
+filters), in every model's ``load_state_dict``, and in ``pkmixer push``.
 
-A mismatch (another model, another S, C, depth or hidden width) is refused before
-``load_state_dict`` with an error that names the first differing keys and, for Mixers, the
-(S, C, L) of both sides. The classifier may differ (timm drops it when ``num_classes`` changes)
-and so may the input channels of the first conv (timm adapts them).
+It refuses, with one :class:`~timm_pkmixer.errors.CheckpointMismatchError` that lists every problem:
+
+* another architecture, S, C, depth, width or hidden size (keys and shapes), naming both geometries;
+* a normal checkpoint for blocks that are Random-Permuted in the model, or the reverse (per block, so a
+  model with a per-block permutation pattern is checked block by block);
+* permutations or masks of another seed, a corrupted digest, a digest cast to a floating dtype, an explicit
+  permutation or mask that is not the model's. The structured layers own these checks
+  (:meth:`~timm_pkmixer.layers.DerivedStructure.check_state`); the first mismatching digest is searched
+  among seeds 0..255 so the message can say which seed the checkpoint was made with.
+
+The classifier may differ (timm drops it when ``num_classes`` changes) and so may the input channels of the
+first conv (timm adapts them) when ``pretrained_cfg_may_adapt`` is set.
 """
 import re
 from typing import Dict, List, Optional, Tuple
@@ -11,68 +20,84 @@ from typing import Dict, List, Optional, Tuple
 import torch
 import torch.nn as nn
 
-__all__ = ['check_checkpoint_fits', 'mixer_shape']
+from ..errors import CheckpointMismatchError
+from ..layers.structure import DerivedStructure
+
+__all__ = ['check_state_dict', 'checkpoint_filter_fn', 'describe_state_dict']
 
 _BLOCK = re.compile(r'^blocks\.(\d+)\.')
 
 
-def mixer_shape(state_dict: Dict[str, torch.Tensor]) -> Optional[Tuple[int, int, int]]:
-    """(S, C, L) of a Mixer state dict: tokens and channels of the last block, number of blocks; None if not one."""
+def describe_state_dict(state_dict: Dict[str, torch.Tensor]) -> str:
+    """'S=…, C=…, L=…' of a Mixer state dict, 'm=…, L=…' of an SW-MLP one, '' if neither can be read."""
     depth = 1 + max((int(m.group(1)) for m in map(_BLOCK.match, state_dict) if m), default=-1)
+    norm = state_dict.get('norm.weight')
+    if depth == 0 or not isinstance(norm, torch.Tensor) or norm.dim() != 1:
+        return ''
     last = f'blocks.{depth - 1}.mlp_tokens.'
     token_out = state_dict.get(last + 'fc2.weight', state_dict.get(last + 'fc1.weight'))
-    norm = state_dict.get('norm.weight')
-    if depth == 0 or token_out is None or norm is None:
-        return None
-    return int(token_out.shape[0]), int(norm.shape[0]), depth
+    if isinstance(token_out, torch.Tensor):
+        return f'S={int(token_out.shape[0])}, C={int(norm.shape[0])}, L={depth}'
+    return f'm={int(norm.shape[0])}, L={depth}'
 
 
-def _examples(keys: List[str], n: int = 3) -> str:
-    more = f', … ({len(keys)} in all)' if len(keys) > n else ''
-    return ', '.join(keys[:n]) + more
+def _model_desc(model: nn.Module) -> str:
+    d = model.describe()
+    return f'(S={d.num_tokens}, C={d.dim}, L={d.depth})' if d.num_tokens is not None else f'(m={d.width}, L={d.depth})'
 
 
-def check_checkpoint_fits(
+def _examples(items: List[str], n: int = 3) -> str:
+    more = f', … ({len(items)} in all)' if len(items) > n else ''
+    return ', '.join(items[:n]) + more
+
+
+def _block_list(prefixes: List[str]) -> str:
+    blocks = sorted({int(m.group(1)) for m in map(_BLOCK.match, prefixes) if m})
+    return f'blocks {blocks}' if blocks else _examples(prefixes)
+
+
+def _structure_layers(model: nn.Module) -> Dict[str, DerivedStructure]:
+    return {f'{name}.': m for name, m in model.named_modules() if isinstance(m, DerivedStructure)}
+
+
+def _structure_key_names() -> Tuple[str, ...]:
+    """The state-dict names owned by structured layers ('digest', 'index', 'mask_digest', 'mask')."""
+    names = set()
+    stack = list(DerivedStructure.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        names.update(n for n in (cls.digest_name, cls.explicit_name) if n)
+        stack.extend(cls.__subclasses__())
+    return tuple(sorted(names))
+
+
+def _key_problems(
         state_dict: Dict[str, torch.Tensor],
         model: nn.Module,
-        model_desc: str = '',
-        checkpoint_desc: str = '',
-) -> None:
-    """Raise ValueError if `state_dict` has other keys or shapes than `model` (classifier excepted).
-
-    Args:
-        state_dict: Checkpoint tensors.
-        model: Model built with the intended architecture and arguments.
-        model_desc: Short description of the model's shape for the message, e.g. '(S=196, C=768, L=12)'.
-        checkpoint_desc: The same for the checkpoint, if it can be read from its tensors.
-    """
+        structure_keys: set,
+        pretrained_cfg_may_adapt: bool,
+) -> List[str]:
     cfg = getattr(model, 'pretrained_cfg', None) or {}
-    classifiers = cfg.get('classifier') or ()
-    classifiers = (classifiers,) if isinstance(classifiers, str) else tuple(classifiers)
-    skip = tuple(f'{c}.' for c in classifiers)
-    first_conv = cfg.get('first_conv')
-    first_conv = f'{first_conv}.weight' if isinstance(first_conv, str) else None
+    skip: Tuple[str, ...] = ()
+    first_conv = None
+    if pretrained_cfg_may_adapt:
+        classifiers = cfg.get('classifier') or ()
+        classifiers = (classifiers,) if isinstance(classifiers, str) else tuple(classifiers)
+        skip = tuple(f'{c}.' for c in classifiers)
+        first_conv = f"{cfg['first_conv']}.weight" if isinstance(cfg.get('first_conv'), str) else None
     expected = model.state_dict()
-
-    def allowed_extra(key: str) -> bool:
-        # an explicit permutation index is accepted (and checked) by FixedPermutation next to its digest
-        return key.endswith('.index') and key[:-len('index')] + 'digest' in expected
-
-    missing = [k for k in expected if k not in state_dict and not k.startswith(skip)]
-    unexpected = [k for k in state_dict if k not in expected and not k.startswith(skip) and not allowed_extra(k)]
+    missing = [k for k in expected if k not in state_dict and k not in structure_keys and not k.startswith(skip)]
+    unexpected = [k for k in state_dict if k not in expected and k not in structure_keys and not k.startswith(skip)]
     mismatched = []
     for key, want in expected.items():
         got = state_dict.get(key)
-        if got is None or key.startswith(skip) or not hasattr(got, 'shape'):
+        if got is None or key.startswith(skip) or key in structure_keys or not hasattr(got, 'shape'):
             continue
         a, b = tuple(got.shape), tuple(want.shape)
         if key == first_conv and len(a) == len(b) == 4:
             a, b = a[:1] + a[2:], b[:1] + b[2:]  # timm adapts the input channels
         if a != b:
             mismatched.append(f'{key}: checkpoint {tuple(got.shape)} vs model {tuple(want.shape)}')
-    if not (missing or unexpected or mismatched):
-        return
-    arch = cfg.get('architecture') or type(model).__name__
     parts = []
     if mismatched:
         parts.append(f'{len(mismatched)} shape mismatches ({_examples(mismatched)})')
@@ -80,8 +105,110 @@ def check_checkpoint_fits(
         parts.append(f'{len(missing)} keys missing from the checkpoint ({_examples(missing)})')
     if unexpected:
         parts.append(f'{len(unexpected)} unexpected keys ({_examples(unexpected)})')
-    ckpt = f' The checkpoint has {checkpoint_desc}.' if checkpoint_desc else ''
-    raise ValueError(
-        f'checkpoint does not fit {arch}{" " + model_desc if model_desc else ""}: {"; ".join(parts)}.{ckpt} '
-        f'It was saved from another architecture or with other model arguments '
-        f'(pass the arguments it was trained with).')
+    return parts
+
+
+def check_state_dict(
+        model: nn.Module,
+        state_dict: Dict[str, torch.Tensor],
+        strict: bool = True,
+        pretrained_cfg_may_adapt: bool = False,
+) -> Dict[str, torch.Tensor]:
+    """Raise :class:`CheckpointMismatchError` unless `state_dict` fits `model`; return it ready to load.
+
+    Args:
+        model: A model of this package (it has ``describe()``).
+        state_dict: The checkpoint's tensors.
+        strict: Also require the same keys and shapes, and the model's permutations / masks to be present
+            (``load_state_dict(strict=False)`` semantics otherwise: only what is present is checked).
+        pretrained_cfg_may_adapt: Let the classifier and the first conv's input channels differ (timm's
+            pretrained loading adapts them).
+
+    Returns:
+        The state dict, with the digest of every explicit permutation / mask it held (another writer's
+        format) filled in once that array was checked.
+    """
+    layers = _structure_layers(model)
+    names = _structure_key_names()
+    model_structure_keys = {p + n for p in layers for n in names}
+    ckpt_structure_keys = {k for k in state_dict if k.rsplit('.', 1)[-1] in names}
+
+    parts: List[str] = []
+    if strict:
+        absent = [p for p, m in layers.items()
+                  if p + m.digest_name not in state_dict and p + m.explicit_name not in state_dict]
+        perms_absent = [p for p in absent if layers[p].what == 'permutation']
+        if perms_absent:
+            pattern = model.describe().permutation_label
+            parts.append(
+                f'the checkpoint has no permutation digests for {_block_list(perms_absent)}: it is a normal (non-RP) '
+                f'Mixer checkpoint there, but the model is Random-Permuted in those blocks '
+                f'(permutation={pattern!r})')
+        masks_absent = [p for p in absent if layers[p].what == 'mask']
+        if masks_absent:
+            parts.append(f'the checkpoint has no mask digests for {_examples(masks_absent)}')
+    foreign = sorted({k.rsplit('.', 1)[0] + '.' for k in ckpt_structure_keys} - set(layers))
+    if foreign:
+        owned = [p for p in foreign if p.startswith('blocks.')]
+        parts.append(
+            f'the checkpoint holds permutations of a Random-Permuted Mixer for {_block_list(owned or foreign)}, '
+            f'but the model is a normal Mixer there'
+            + (f' (permutation={model.describe().permutation_label!r})' if hasattr(model, 'describe') else ''))
+    if strict:
+        parts += _key_problems(state_dict, model, model_structure_keys | ckpt_structure_keys, pretrained_cfg_may_adapt)
+
+    if not parts:  # the structure is only worth comparing when everything else fits
+        parts += _structure_problems(state_dict, layers)
+    if parts:
+        ckpt = describe_state_dict(state_dict)
+        arch = (getattr(model, 'pretrained_cfg', None) or {}).get('architecture') or type(model).__name__
+        raise CheckpointMismatchError(
+            f'checkpoint does not fit {arch} {_model_desc(model)}: {"; ".join(parts)}.'
+            + (f' The checkpoint has {ckpt}.' if ckpt else '')
+            + ' It was saved from another architecture or with other model arguments (pass the arguments it '
+              'was trained with).')
+    return _fill_digests(state_dict, layers)
+
+
+def _structure_problems(state_dict: Dict[str, torch.Tensor], layers: Dict[str, DerivedStructure]) -> List[str]:
+    parts = []
+    for what in ('permutation', 'mask'):
+        group = {p: m for p, m in layers.items() if m.what == what}
+        problems: List[str] = []
+        mismatched: List[str] = []
+        for prefix, layer in group.items():
+            found = layer.check_state(state_dict, prefix, name_seed=not mismatched)
+            if found:
+                key = prefix + layer.digest_name
+                for problem in found:
+                    (mismatched if problem.startswith(key + ': ') else problems).append(problem)
+        if mismatched:
+            first = next(iter(group.values()))
+            first_key = mismatched[0].split(':', 1)[0]
+            parts.append(f'{len(mismatched)} of {len(group)} {first.digest_noun} (first: {first_key}) differ from '
+                         f'those of {first.seed_arg}={first.seed}: {mismatched[0]}')
+        if problems:
+            parts.append(f'{len(problems)} {what} problems: ' + '; '.join(problems[:3])
+                         + (f'; … ({len(problems)} in all)' if len(problems) > 3 else ''))
+    return parts
+
+
+def _fill_digests(state_dict: Dict[str, torch.Tensor], layers: Dict[str, DerivedStructure]
+                  ) -> Dict[str, torch.Tensor]:
+    out: Optional[Dict[str, torch.Tensor]] = None
+    for prefix, layer in layers.items():
+        digest_key = prefix + layer.digest_name
+        if prefix + layer.explicit_name in state_dict and digest_key not in state_dict:
+            if out is None:
+                out = type(state_dict)(state_dict) if isinstance(state_dict, dict) else dict(state_dict)
+                if hasattr(state_dict, '_metadata'):
+                    out._metadata = state_dict._metadata  # torch's per-module versions
+            out[digest_key] = torch.tensor(layer.expected_digest(), dtype=torch.long)
+    return state_dict if out is None else out
+
+
+def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: nn.Module) -> Dict[str, torch.Tensor]:
+    """timm's pretrained filter for every model of the package: :func:`check_state_dict` with the classifier
+    and input channels free to differ. timm's own MLP-Mixer checkpoints load into the normal PK Mixers as
+    they are (same names, same function)."""
+    return check_state_dict(model, state_dict, strict=True, pretrained_cfg_may_adapt=True)

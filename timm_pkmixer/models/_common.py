@@ -1,41 +1,44 @@
-"""Argument checks and the config helper shared by the model files."""
-from typing import Any, Dict, List, Optional, Union
+"""What the model files share: timm's model API for our models, the entry-point idiom, the pretrained cfg."""
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
-from timm.layers import to_2tuple
 from timm.models._features import feature_take_indices
 
-__all__ = ['check_positive', 'check_choice', 'check_patch', 'merge_args', 'paper_cfg', 'HeadAndBlocksMixin']
+from ..errors import InvalidArgumentError
+from ..layers.structure import DerivedStructure
+from ..validation import choice, int_pair, non_negative_int
+from ._checkpoint import check_state_dict
+
+__all__ = ['ALTERNATIVE_ARGS', 'merge_args', 'patch_grid', 'paper_cfg', 'PKModelMixin']
+
+# Arguments that choose the same thing in different terms: when a caller gives one of a group, the entry
+# point's defaults for the others are dropped (rp_mixer_b_w's default gamma=4.57 yields to mlp_ratio=...).
+ALTERNATIVE_ARGS = (
+    ('mlp_ratio', 'gamma'),       # hidden widths, timm's (ratio of C) or the paper's (γS, γC)
+    ('norm_layer', 'norm_eps'),   # the LayerNorm, timm's way or by its epsilon
+    ('omega', 'width'),           # the SW-MLP's width, from Ω or explicit
+)
 
 
-def check_positive(**values: Any) -> None:
-    """Raise ValueError naming the first argument that is not a positive number."""
-    for name, value in values.items():
-        if value is None:
-            continue
-        for v in (value if isinstance(value, (tuple, list)) else (value,)):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                raise ValueError(f'{name} must be positive, got {value!r}')
+def merge_args(defaults: Mapping[str, Any], overrides: Mapping[str, Any]) -> Dict[str, Any]:
+    """An entry point's defaults updated by the caller's kwargs: every argument can be overridden, and a
+    caller's choice within a group of :data:`ALTERNATIVE_ARGS` replaces the defaults of that group."""
+    merged = dict(defaults)
+    for group in ALTERNATIVE_ARGS:
+        if any(overrides.get(k) is not None for k in group):
+            for k in group:
+                merged.pop(k, None)
+    merged.update(overrides)
+    return merged
 
 
-def check_choice(name: str, value: Any, choices: tuple) -> None:
-    if value not in choices:
-        raise ValueError(f'{name} must be one of {choices}, got {value!r}')
-
-
-def check_patch(img_size: Any, patch_size: Any) -> tuple:
-    """Return the (H/P, W/P) patch grid, or raise ValueError if the patch does not divide the image."""
-    check_positive(img_size=img_size, patch_size=patch_size)
-    img, patch = to_2tuple(img_size), to_2tuple(patch_size)
+def patch_grid(img_size: Any, patch_size: Any) -> Tuple[Tuple[int, int], Tuple[int, int], Tuple[int, int]]:
+    """(img_size, patch_size, grid) as (H, W) pairs; refused unless the patch divides the image."""
+    img, patch = int_pair('img_size', img_size), int_pair('patch_size', patch_size)
     if img[0] % patch[0] or img[1] % patch[1]:
-        raise ValueError(f'patch_size {patch_size} does not divide img_size {img_size}')
-    return img[0] // patch[0], img[1] // patch[1]
-
-
-def merge_args(defaults: Dict[str, Any], overrides: Dict[str, Any]) -> Dict[str, Any]:
-    """Entry-point defaults updated by the caller's kwargs: every argument can be overridden."""
-    return {**defaults, **overrides}
+        raise InvalidArgumentError(f'patch_size {patch_size} does not divide img_size {img_size}')
+    return img, patch, (img[0] // patch[0], img[1] // patch[1])
 
 
 def paper_cfg(url: str = '', **kwargs: Any) -> Dict[str, Any]:
@@ -53,9 +56,10 @@ def paper_cfg(url: str = '', **kwargs: Any) -> Dict[str, Any]:
     }
 
 
-class HeadAndBlocksMixin:
-    """timm's classifier / pruning / checkpointing API for a model with `blocks`, `norm`, `head`,
-    `num_features`, `num_classes` and `global_pool` ('avg' or '')."""
+class PKModelMixin:
+    """timm's classifier / pruning / checkpointing API, checked loading and buffer (re)initialisation for a
+    model with `blocks`, `norm`, `head`, `num_features`, `num_classes`, `global_pool` ('avg' or '') and
+    a ``describe()`` method."""
 
     @torch.jit.ignore
     def set_grad_checkpointing(self, enable: bool = True) -> None:
@@ -68,10 +72,9 @@ class HeadAndBlocksMixin:
     def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
         ref = next(self.parameters())
         dd = {'device': ref.device, 'dtype': ref.dtype}
-        self.num_classes = num_classes
+        self.num_classes = non_negative_int('num_classes', num_classes)
         if global_pool is not None:
-            check_choice('global_pool', global_pool, ('', 'avg'))
-            self.global_pool = global_pool
+            self.global_pool = choice('global_pool', global_pool, ('', 'avg'))
         self.head = nn.Linear(self.num_features, num_classes, **dd) if num_classes > 0 else nn.Identity()
         self.head.train(self.training)
 
@@ -89,3 +92,21 @@ class HeadAndBlocksMixin:
         if prune_head:
             self.reset_classifier(0, '')
         return take_indices
+
+    @torch.jit.ignore
+    def init_non_persistent_buffers(self) -> None:
+        """Compute every permutation / mask from its seed (timm's convention for derived buffers): after
+        ``to_empty()`` of a model built on the meta device, e.g. under FSDP2."""
+        for module in self.modules():
+            if isinstance(module, DerivedStructure):
+                module.init_non_persistent_buffers()
+
+    @torch.jit.ignore
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):
+        """``nn.Module.load_state_dict`` after :func:`check_state_dict`: a checkpoint of another architecture,
+        S, C, depth, permutation or mask seed is refused with one error that says which (a
+        :class:`~timm_pkmixer.errors.CheckpointMismatchError`, a RuntimeError as torch raises)."""
+        if not isinstance(state_dict, Mapping):
+            raise InvalidArgumentError(f'load_state_dict needs a mapping of tensors, got {type(state_dict).__name__}')
+        state_dict = check_state_dict(self, state_dict, strict=strict)
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)

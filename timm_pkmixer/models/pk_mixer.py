@@ -14,8 +14,9 @@ Each block is a token-mixing PK layer and a channel-mixing PK layer with LayerNo
 connections (eqs. S.5-S.8, S.13). Two switches select the family member:
 
 * ``permutation='normal'`` (J_c / identity, the MLP-Mixer itself) or ``'random'`` (RP Mixer,
-  fixed uniform random J1, J2 per layer, seeded by ``perm_seed``);
-* ``block_type='mlp'`` (two FCs with expansion γ, MLP-Mixer) or ``'fc'`` (one FC, S-Mixer).
+  fixed uniform random J1, J2 per layer, seeded by ``perm_seed``), or one of them per block;
+* ``block_type='mlp'`` (two FCs, MLP-Mixer; hidden widths by timm's ``mlp_ratio`` or the paper's ``gamma``)
+  or ``'fc'`` (one FC, S-Mixer).
 
 The mixing size (S, C) may differ from the patch grid (S0, C0): the per-patch FC maps C0 → C and a
 SkipLayer (App. A.2.4) maps S0 → S in the first block. ``pk_mixer_*16_224`` are timm's Mixers
@@ -23,21 +24,38 @@ SkipLayer (App. A.2.4) maps S0 → S in the first block. ``pk_mixer_*16_224`` ar
 """
 import math
 from functools import partial
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
-from timm.layers import DropPath, PatchEmbed, get_act_layer, lecun_normal_, to_2tuple
-from timm.models import build_model_with_cfg, checkpoint, checkpoint_seq, named_apply
+from timm.layers import DropPath, PatchEmbed, get_act_layer, get_norm_layer, lecun_normal_
+from timm.models import (
+    build_model_with_cfg,
+    checkpoint,
+    checkpoint_seq,
+    generate_default_cfgs,
+    named_apply,
+    register_model,
+)
 from timm.models._features import feature_take_indices
-from timm.models import generate_default_cfgs, register_model
 from timm.models.mlp_mixer import _init_weights as _timm_mixer_init_weights
 
-from ..distributed import check_replicas_if_distributed
-from ..layers import FixedPermutation, SkipLayer, make_pk_mlp
-from ..width import MixerGeometry
-from ._checkpoint import check_checkpoint_fits, mixer_shape
-from ._common import HeadAndBlocksMixin, check_choice, check_patch, check_positive, merge_args, paper_cfg
+from ..description import ModelDescription, describe_mixer
+from ..errors import ArgumentTypeError, InvalidArgumentError
+from ..layers import PERMUTATIONS, SkipLayer, make_pk_mlp
+from ..validation import (
+    boolean,
+    choice,
+    integer,
+    non_negative_int,
+    optional,
+    positive_int,
+    positive_real,
+    rate,
+    real_pair,
+)
+from ._checkpoint import checkpoint_filter_fn
+from ._common import PKModelMixin, merge_args, paper_cfg, patch_grid
 
 __all__ = ['PKMixerBlock', 'PKMixer']
 
@@ -47,6 +65,8 @@ class PKMixerBlock(nn.Module):
 
     (B, S_in, C) → (B, S, C). With a skip layer (first block, App. A.2.4):
     U = LN(W̃ X) + PK_tokens(LN(X)); otherwise U = X + PK_tokens(LN(X)). Then Y = U + PK_channels(LN(U)).
+    Each skip connection is added by the PK layer's J2 (``mlp(x, residual)``), or after DropPath when
+    stochastic depth is on (it scales the branch alone).
     """
 
     def __init__(
@@ -60,8 +80,8 @@ class PKMixerBlock(nn.Module):
             perm_seed: int = 0,
             key: str = '',
             skip_layer: bool = False,
-            norm_layer: Any = nn.LayerNorm,
-            act_layer: Any = nn.GELU,
+            norm_layer: Callable[..., nn.Module] = nn.LayerNorm,
+            act_layer: Callable[..., nn.Module] = nn.GELU,
             drop: float = 0.,
             drop_path: float = 0.,
             device=None,
@@ -70,7 +90,7 @@ class PKMixerBlock(nn.Module):
         super().__init__()
         dd = {'device': device, 'dtype': dtype}
         if num_tokens_in != num_tokens and not skip_layer:
-            raise ValueError(f'a block mapping {num_tokens_in} to {num_tokens} tokens needs skip_layer=True')
+            raise InvalidArgumentError(f'a block mapping {num_tokens_in} to {num_tokens} tokens needs skip_layer=True')
         pk = dict(dim=dim, permutation=permutation, seed=perm_seed, act_layer=act_layer, drop=drop, **dd)
         self.skip = SkipLayer(num_tokens_in, num_tokens, dim, norm_layer, **dd) if skip_layer else nn.Identity()
         self.norm1 = norm_layer(dim, **dd)
@@ -80,20 +100,80 @@ class PKMixerBlock(nn.Module):
         self.norm2 = norm_layer(dim, **dd)
         self.mlp_channels = make_pk_mlp('channel', num_tokens, num_tokens, hidden_features=channel_hidden,
                                         key=f'{key}.mlp_channels', **pk)
-        # RP without stochastic depth: add the skip into J2's fresh output (PKMlp.forward_add)
-        self.fused_residual = permutation == 'random' and drop_path <= 0.
+        self.stochastic_depth = drop_path > 0.
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.fused_residual and not torch.jit.is_scripting():
-            x = self.mlp_tokens.forward_add(self.norm1(x), self.skip(x))
-            return self.mlp_channels.forward_add(self.norm2(x), x)
-        x = self.skip(x) + self.drop_path(self.mlp_tokens(self.norm1(x)))
-        x = x + self.drop_path(self.mlp_channels(self.norm2(x)))
-        return x
+        if self.stochastic_depth:
+            x = self.skip(x) + self.drop_path(self.mlp_tokens(self.norm1(x)))
+            return x + self.drop_path(self.mlp_channels(self.norm2(x)))
+        x = self.mlp_tokens(self.norm1(x), self.skip(x))
+        return self.mlp_channels(self.norm2(x), x)
 
 
-class PKMixer(HeadAndBlocksMixin, nn.Module):
-    """MLP-Mixer / S-Mixer of the PK family, normal or Random-Permuted.
+def _block_permutations(permutation: Union[str, Sequence[str]], num_blocks: int) -> Tuple[str, ...]:
+    """One of PERMUTATIONS per block, from one for all blocks or a sequence of num_blocks of them."""
+    if isinstance(permutation, str):
+        return (choice('permutation', permutation, PERMUTATIONS),) * num_blocks
+    if not isinstance(permutation, (list, tuple)):
+        raise ArgumentTypeError(f'permutation must be one of {PERMUTATIONS} or a list of them (one per block), '
+                                f'got {permutation!r} ({type(permutation).__name__})')
+    if len(permutation) != num_blocks:
+        raise InvalidArgumentError(f'permutation lists {len(permutation)} entries for num_blocks={num_blocks}: '
+                                   f'give one per block, or one string for all blocks')
+    return tuple(choice(f'permutation[{i}]', p, PERMUTATIONS) for i, p in enumerate(permutation))
+
+
+def _hidden_widths(
+        block_type: str,
+        num_tokens: int,
+        dim: int,
+        mlp_ratio: Any,
+        gamma: Any,
+        token_hidden_dim: Optional[int],
+        channel_hidden_dim: Optional[int],
+) -> Tuple[Optional[int], Optional[int]]:
+    """Hidden widths (token MLP, channel MLP) of an MLP-Mixer; (None, None) for an S-Mixer."""
+    if block_type == 'fc':
+        for name, value in (('mlp_ratio', mlp_ratio), ('gamma', gamma), ('token_hidden_dim', token_hidden_dim),
+                            ('channel_hidden_dim', channel_hidden_dim)):
+            if value is not None:
+                raise InvalidArgumentError(f"{name} needs block_type='mlp': an S-Mixer (block_type='fc') has one "
+                                           f"FC per mixing and no hidden layer")
+        return None, None
+    if mlp_ratio is not None and gamma is not None:
+        raise InvalidArgumentError('give mlp_ratio (timm: hidden widths as multiples of C) or gamma (the paper: '
+                                   'hidden widths γS and γC), not both')
+    if gamma is not None:
+        g_tokens, g_channels = real_pair('gamma', gamma)
+        source = f'gamma={gamma!r}'
+        token, channel = round(g_tokens * num_tokens), round(g_channels * dim)
+    else:
+        # timm's MixerBlock: [int(r * dim) for r in to_2tuple(mlp_ratio)], both multiples of C
+        r_tokens, r_channels = real_pair('mlp_ratio', (0.5, 4.0) if mlp_ratio is None else mlp_ratio)
+        source = f'mlp_ratio={mlp_ratio!r}'
+        token, channel = int(r_tokens * dim), int(r_channels * dim)
+    token = optional(positive_int, 'token_hidden_dim', token_hidden_dim) or token
+    channel = optional(positive_int, 'channel_hidden_dim', channel_hidden_dim) or channel
+    for name, width in (('token', token), ('channel', channel)):
+        if width < 1:
+            raise InvalidArgumentError(f'{source} gives a {name}-MLP hidden width of {width} for S={num_tokens}, '
+                                       f'C={dim}: it must be at least 1')
+    return token, channel
+
+
+def _norm_layer(norm_layer: Any, norm_eps: Optional[float]) -> Callable[..., nn.Module]:
+    if norm_layer is None:
+        return partial(nn.LayerNorm, eps=1e-5 if norm_eps is None else positive_real('norm_eps', norm_eps))
+    if norm_eps is not None:
+        raise InvalidArgumentError('give norm_layer (timm) or norm_eps (the LayerNorm epsilon), not both')
+    layer = get_norm_layer(norm_layer)
+    if layer is None:
+        raise InvalidArgumentError(f'norm_layer {norm_layer!r} is not a norm layer timm knows')
+    return layer
+
+
+class PKMixer(PKModelMixin, nn.Module):
+    """MLP-Mixer / S-Mixer of the PK family, normal, Random-Permuted, or with a permutation per block.
 
     Input (B, in_chans, H, W); ``forward_features`` gives (B, S, C) tokens (NLC), ``forward`` logits.
     """
@@ -106,17 +186,20 @@ class PKMixer(HeadAndBlocksMixin, nn.Module):
             patch_size: Union[int, Tuple[int, int]] = 16,
             num_blocks: int = 8,
             embed_dim: int = 512,
-            num_tokens: Optional[int] = None,
-            block_type: str = 'mlp',
-            mlp_ratio: Union[float, Tuple[float, float]] = 4.0,
+            mlp_ratio: Optional[Union[float, Tuple[float, float]]] = None,
+            gamma: Optional[Union[float, Tuple[float, float]]] = None,
             token_hidden_dim: Optional[int] = None,
             channel_hidden_dim: Optional[int] = None,
-            permutation: str = 'normal',
+            num_tokens: Optional[int] = None,
+            block_type: str = 'mlp',
+            permutation: Union[str, Sequence[str]] = 'normal',
             perm_seed: int = 0,
             skip_layer: Optional[bool] = None,
-            norm_eps: float = 1e-5,
-            act_layer: Union[str, Any] = 'gelu',
+            norm_layer: Optional[Union[str, Callable[..., nn.Module]]] = None,
+            norm_eps: Optional[float] = None,
+            act_layer: Union[str, Callable[..., nn.Module]] = 'gelu',
             weight_init: str = 'paper',
+            nlhb: bool = False,
             drop_rate: float = 0.,
             proj_drop_rate: float = 0.,
             drop_path_rate: float = 0.,
@@ -133,17 +216,23 @@ class PKMixer(HeadAndBlocksMixin, nn.Module):
             patch_size: Patch size P; S0 = HW/P² patches of C0 = in_chans·P² values.
             num_blocks: Depth L.
             embed_dim: Channels C of the mixing layers (per-patch FC maps C0 → C).
+            mlp_ratio: As in timm's MlpMixer: token and channel hidden widths int(r·C), one r or
+                (r_tokens, r_channels); default (0.5, 4.0), timm's. 'mlp' blocks only.
+            gamma: The paper's expansion γ: hidden widths round(γS) and round(γC) (one γ or (γ_tokens,
+                γ_channels)). Instead of `mlp_ratio`.
+            token_hidden_dim: Explicit token-MLP hidden width (overrides the ratio's).
+            channel_hidden_dim: Explicit channel-MLP hidden width (overrides the ratio's).
             num_tokens: Tokens S of the mixing layers; None for S = S0.
             block_type: 'mlp' (MLP-Mixer, two FCs) or 'fc' (S-Mixer, one FC).
-            mlp_ratio: γ, or (γ_tokens, γ_channels): token hidden γS, channel hidden γC ('mlp' only).
-            token_hidden_dim: Explicit token-MLP hidden width (overrides γS; timm's Mixers use C/2).
-            channel_hidden_dim: Explicit channel-MLP hidden width (overrides γC).
-            permutation: 'normal' (MLP-Mixer / S-Mixer) or 'random' (RP Mixer).
-            perm_seed: Seed of the fixed random permutations ('random' only).
+            permutation: 'normal' (MLP-Mixer / S-Mixer), 'random' (RP Mixer), or one of them per block
+                (e.g. ['random'] + ['normal'] * 7: only the first block is random, Fig. S.4).
+            perm_seed: Seed of the fixed random permutations.
             skip_layer: Use the SkipLayer in block 0; None: only when S ≠ S0.
-            norm_eps: LayerNorm epsilon (paper: 1e-5; timm's Mixers: 1e-6).
+            norm_layer: As in timm: the norm layer (class, partial or name); default LayerNorm(eps=norm_eps).
+            norm_eps: LayerNorm epsilon (paper: 1e-5, the default; timm's Mixers: 1e-6). Instead of `norm_layer`.
             act_layer: Activation φ (GELU in the paper).
             weight_init: 'paper' (mixing weights N(0, 1/fan_in), §4.3) or 'timm' (timm's Mixer init).
+            nlhb: As in timm: initialise the head bias to -log(num_classes).
             drop_rate: Head dropout.
             proj_drop_rate: Dropout inside the mixing MLPs.
             drop_path_rate: Stochastic depth rate (the same in every block, as timm's Mixer).
@@ -152,62 +241,55 @@ class PKMixer(HeadAndBlocksMixin, nn.Module):
         """
         super().__init__()
         dd = {'device': device, 'dtype': dtype}
-        check_positive(num_blocks=num_blocks, embed_dim=embed_dim, num_tokens=num_tokens, in_chans=in_chans,
-                       mlp_ratio=mlp_ratio, token_hidden_dim=token_hidden_dim, channel_hidden_dim=channel_hidden_dim,
-                       norm_eps=norm_eps)
-        check_positive(num_classes=num_classes + 1)
-        grid = check_patch(img_size, patch_size)
-        check_choice('block_type', block_type, ('mlp', 'fc'))
-        check_choice('permutation', permutation, ('normal', 'random'))
-        check_choice('weight_init', weight_init, ('paper', 'timm'))
-        check_choice('global_pool', global_pool, ('', 'avg'))
-        for name, rate in dict(drop_rate=drop_rate, proj_drop_rate=proj_drop_rate,
-                               drop_path_rate=drop_path_rate).items():
-            if not 0. <= rate < 1.:
-                raise ValueError(f'{name} must be in [0, 1), got {rate}')
+        num_classes = non_negative_int('num_classes', num_classes)
+        img_size, patch_size, grid = patch_grid(img_size, patch_size)
+        in_chans = positive_int('in_chans', in_chans)
+        num_blocks, embed_dim = positive_int('num_blocks', num_blocks), positive_int('embed_dim', embed_dim)
+        num_tokens = optional(positive_int, 'num_tokens', num_tokens)
+        block_type = choice('block_type', block_type, ('mlp', 'fc'))
+        permutations = _block_permutations(permutation, num_blocks)
+        perm_seed = integer('perm_seed', perm_seed)
+        skip_layer = optional(boolean, 'skip_layer', skip_layer)
+        weight_init = choice('weight_init', weight_init, ('paper', 'timm'))
+        nlhb, stem_norm = boolean('nlhb', nlhb), boolean('stem_norm', stem_norm)
+        global_pool = choice('global_pool', global_pool, ('', 'avg'))
+        drop_rate, proj_drop_rate = rate('drop_rate', drop_rate), rate('proj_drop_rate', proj_drop_rate)
+        drop_path_rate = rate('drop_path_rate', drop_path_rate)
+        norm_layer = _norm_layer(norm_layer, norm_eps)
+        act_layer = _act_layer(act_layer)
 
         self.num_classes = num_classes
         self.in_chans = in_chans
         self.global_pool = global_pool
         self.num_features = self.head_hidden_size = self.embed_dim = embed_dim
         self.grad_checkpointing = False
-        self.permutation = permutation
         self.perm_seed = perm_seed
-        self.block_type = block_type
+        self.nlhb = nlhb
 
-        norm_layer = partial(nn.LayerNorm, eps=norm_eps)
-        act_layer = get_act_layer(act_layer)
         self.stem = PatchEmbed(
             img_size=img_size, patch_size=patch_size, in_chans=in_chans, embed_dim=embed_dim,
             norm_layer=norm_layer if stem_norm else None, **dd,
         )
         self.grid_size = grid
-        num_patches = grid[0] * grid[1]
+        num_patches = self.grid_size[0] * self.grid_size[1]
         num_tokens = num_tokens or num_patches
         if skip_layer is None:
             skip_layer = num_tokens != num_patches
         if not skip_layer and num_tokens != num_patches:
-            raise ValueError(f'num_tokens={num_tokens} differs from the {num_patches} patches: needs skip_layer=True')
+            raise InvalidArgumentError(f'num_tokens={num_tokens} differs from the {num_patches} patches: '
+                                       f'needs skip_layer=True')
         self.num_patches, self.num_tokens = num_patches, num_tokens
-
-        if block_type == 'mlp':
-            gamma_tokens, gamma_channels = to_2tuple(mlp_ratio)
-            token_hidden = token_hidden_dim or round(gamma_tokens * num_tokens)
-            channel_hidden = channel_hidden_dim or round(gamma_channels * embed_dim)
-        else:
-            if token_hidden_dim or channel_hidden_dim:
-                raise ValueError("token_hidden_dim / channel_hidden_dim need block_type='mlp'")
-            token_hidden = channel_hidden = None
-        self.geometry = MixerGeometry(num_tokens, embed_dim, num_blocks, token_hidden, channel_hidden)
+        self.token_hidden, self.channel_hidden = _hidden_widths(
+            block_type, num_tokens, embed_dim, mlp_ratio, gamma, token_hidden_dim, channel_hidden_dim)
 
         self.blocks = nn.Sequential(*[
             PKMixerBlock(
                 embed_dim,
                 num_patches if i == 0 else num_tokens,
                 num_tokens,
-                token_hidden,
-                channel_hidden,
-                permutation=permutation,
+                self.token_hidden,
+                self.channel_hidden,
+                permutation=permutations[i],
                 perm_seed=perm_seed,
                 key=f'blocks.{i}',
                 skip_layer=skip_layer and i == 0,
@@ -228,10 +310,23 @@ class PKMixer(HeadAndBlocksMixin, nn.Module):
         self.init_weights(weight_init)
 
     @torch.jit.ignore
+    def describe(self) -> ModelDescription:
+        """S, C, L, hidden widths, Ω, m, p, γ, per-block permutations and seed (see `ModelDescription`)."""
+        return describe_mixer(
+            self.num_tokens, self.embed_dim, len(self.blocks), self.token_hidden, self.channel_hidden,
+            permutation=[blk.mlp_tokens.permutation for blk in self.blocks], perm_seed=self.perm_seed)
+
+    @torch.jit.ignore
     def init_weights(self, mode: str = 'paper') -> None:
         """'paper': mixing and skip weights N(0, 1/fan_in) (§4.3), zero biases and head;
-        'timm': timm's MLP-Mixer init (xavier uniform, tiny MLP biases, zero head)."""
-        named_apply(_init_weights_paper if mode == 'paper' else _timm_mixer_init_weights, module=self)
+        'timm': timm's MLP-Mixer init (xavier uniform, tiny MLP biases, zero head). Head bias -log(classes)
+        with `nlhb`. Permutations are (re)computed from the seed."""
+        head_bias = -math.log(self.num_classes) if self.nlhb and self.num_classes > 0 else 0.
+        if mode == 'paper':
+            named_apply(partial(_init_weights_paper, head_bias=head_bias), module=self)
+        else:
+            named_apply(partial(_timm_mixer_init_weights, head_bias=head_bias), module=self)
+        self.init_non_persistent_buffers()
 
     @torch.jit.ignore
     def group_matcher(self, coarse: bool = False) -> Dict[str, Any]:
@@ -309,13 +404,26 @@ class PKMixer(HeadAndBlocksMixin, nn.Module):
         return self.forward_head(self.forward_features(x))
 
 
-def _init_weights_paper(module: nn.Module, name: str) -> None:
-    """Mixing weights N(0, 1/fan_in) (§4.3), stem lecun normal, zero biases, zero head."""
+def _act_layer(act_layer: Union[str, Callable[..., nn.Module]]) -> Callable[..., nn.Module]:
+    """timm's activation by name or class; an unknown name is refused naming it."""
+    try:
+        layer = get_act_layer(act_layer)
+    except KeyError:
+        layer = None
+    if layer is None:
+        raise InvalidArgumentError(f"act_layer {act_layer!r} is not an activation timm knows (e.g. 'gelu', 'relu', "
+                                   f"'silu', or a module class)")
+    return layer
+
+
+def _init_weights_paper(module: nn.Module, name: str, head_bias: float = 0.) -> None:
+    """Mixing weights N(0, 1/fan_in) (§4.3), stem lecun normal, zero biases, zero head (bias `head_bias`)."""
     if isinstance(module, nn.Linear):
         if name.startswith('head'):
             nn.init.zeros_(module.weight)
-        else:
-            nn.init.normal_(module.weight, std=1. / math.sqrt(module.in_features))
+            nn.init.constant_(module.bias, head_bias)
+            return
+        nn.init.normal_(module.weight, std=1. / math.sqrt(module.in_features))
         if module.bias is not None:
             nn.init.zeros_(module.bias)
     elif isinstance(module, nn.Conv2d):
@@ -327,33 +435,11 @@ def _init_weights_paper(module: nn.Module, name: str) -> None:
         nn.init.zeros_(module.bias)
 
 
-def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: PKMixer) -> Dict[str, torch.Tensor]:
-    """Check that a checkpoint's permutations and shapes are those of `model` before it is loaded.
-
-    timm's MLP-Mixer checkpoints load into normal PK Mixers unchanged (same names). A normal
-    checkpoint into an RP model, or the reverse, is refused with an error that says which; so is one
-    of another architecture or S, C, L (the classifier may differ). Permutation digests (and explicit
-    permutations, if present) are checked by `FixedPermutation`.
-    """
-    has_perm = any(k.endswith(('.perm_in.digest', '.perm_out.digest', '.perm_in.index', '.perm_out.index'))
-                   for k in state_dict)
-    is_rp = any(isinstance(m, FixedPermutation) for m in model.modules())
-    if is_rp and not has_perm:
-        raise ValueError('checkpoint has no permutation digests: it is a normal (non-RP) Mixer checkpoint, '
-                         'but the model is a Random-Permuted Mixer (permutation="random")')
-    if has_perm and not is_rp:
-        raise ValueError('checkpoint holds permutations of a Random-Permuted Mixer, '
-                         'but the model is a normal Mixer (permutation="normal")')
-    g = model.geometry
-    ckpt = mixer_shape(state_dict)
-    check_checkpoint_fits(state_dict, model, model_desc=f'(S={g.num_tokens}, C={g.dim}, L={g.depth})',
-                          checkpoint_desc='S={}, C={}, L={}'.format(*ckpt) if ckpt else '')
-    return state_dict
-
-
-def _create_pk_mixer(variant: str, pretrained: bool = False, **kwargs) -> PKMixer:
+def _create_pk_mixer(variant: str, pretrained: bool, model_args: Dict[str, Any], **kwargs) -> PKMixer:
+    """Build `variant` from its `model_args`, every one of which the caller's kwargs may override."""
+    kwargs = merge_args(model_args, kwargs)
     out_indices = kwargs.pop('out_indices', 3)
-    model = build_model_with_cfg(
+    return build_model_with_cfg(
         PKMixer,
         variant,
         pretrained,
@@ -361,7 +447,6 @@ def _create_pk_mixer(variant: str, pretrained: bool = False, **kwargs) -> PKMixe
         feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
         **kwargs,
     )
-    return check_replicas_if_distributed(model, variant)
 
 
 def _cfg32(**kwargs) -> Dict[str, Any]:
@@ -408,139 +493,140 @@ default_cfgs = generate_default_cfgs({
     # S-Mixers of C.4-C.6 (P = 4 on 32 px, skip layer always)
     's_mixer_s64c64_32': _cfg32(),
     's_mixer_rp_s64c64_32': _cfg32(),
+    's_mixer_rp_first_s64c64_32': _cfg32(),
     's_mixer_s128c128_32': _cfg32(),
     's_mixer_rp_s128c128_32': _cfg32(),
 })
 
 
-def _timm_shape(overrides: Dict[str, Any], embed_dim: int, **defaults) -> Dict[str, Any]:
-    """timm's Mixer shapes: token hidden C/2 (of the final C), channel hidden 4C, LN eps 1e-6, timm init.
-    A caller's `mlp_ratio` switches to the paper's γS / γC hidden widths."""
-    args = merge_args(dict(embed_dim=embed_dim, mlp_ratio=4.0, norm_eps=1e-6, weight_init='timm', **defaults),
-                      overrides)
-    if 'mlp_ratio' not in overrides and args.get('block_type', 'mlp') == 'mlp':
-        args.setdefault('token_hidden_dim', args['embed_dim'] // 2)
-    return args
+# timm's Mixer shapes: token hidden C/2, channel hidden 4C (timm's mlp_ratio), LayerNorm eps 1e-6, timm's init
+_TIMM_MIXER = dict(mlp_ratio=(0.5, 4.0), norm_eps=1e-6, weight_init='timm')
+# Mixer-B-W (Table 1, C.3): L=8, P=14, S=256, C=588, γ=4.57
+_B_W = dict(patch_size=14, num_blocks=8, embed_dim=588, num_tokens=256, gamma=4.57)
+# S-Mixers of C.4-C.6: P = 4 on 32 px, L = 8, skip layer in block 0 always
+_S_MIXER = dict(img_size=32, patch_size=4, num_blocks=8, block_type='fc', skip_layer=True)
 
 
-def _b_w(**kwargs) -> Dict[str, Any]:
-    """Mixer-B-W: L=8, P=14, S=256, C=588, γ=4.57 (C.3)."""
-    return dict(patch_size=14, num_blocks=8, embed_dim=588, num_tokens=256, mlp_ratio=4.57, **kwargs)
-
-
-def _ss(patch_size: int, num_tokens: int, embed_dim: int, **kwargs) -> Dict[str, Any]:
-    """Mixer-SS/8 and Mixer-SS-W: L=2, γ=4 on 32 px CIFAR (C.3)."""
+def _ss(patch_size: int, num_tokens: int, embed_dim: int) -> Dict[str, Any]:
+    """Mixer-SS/8 and Mixer-SS-W (Table 1, C.3): L=2, γ=4 on 32 px CIFAR."""
     return dict(img_size=32, patch_size=patch_size, num_blocks=2, num_tokens=num_tokens, embed_dim=embed_dim,
-                mlp_ratio=4.0, **kwargs)
-
-
-def _s_mixer(size: int, **kwargs) -> Dict[str, Any]:
-    """S-Mixer with S = C = size, L = 8, P = 4 on 32 px, skip layer in block 0 (C.4, C.6)."""
-    return dict(img_size=32, patch_size=4, num_blocks=8, num_tokens=size, embed_dim=size, block_type='fc',
-                skip_layer=True, **kwargs)
+                gamma=4.0)
 
 
 @register_model
 def pk_mixer_s16_224(pretrained: bool = False, **kwargs) -> PKMixer:
     """Mixer-S/16 as a PK layer network (timm's `mixer_s16_224`)."""
-    args = _timm_shape(kwargs, 512, patch_size=16, num_blocks=8)
-    return _create_pk_mixer('pk_mixer_s16_224', pretrained=pretrained, **args)
+    model_args = dict(patch_size=16, num_blocks=8, embed_dim=512, **_TIMM_MIXER)
+    return _create_pk_mixer('pk_mixer_s16_224', pretrained, model_args, **kwargs)
 
 
 @register_model
 def pk_mixer_b16_224(pretrained: bool = False, **kwargs) -> PKMixer:
     """Mixer-B/16 as a PK layer network (timm's `mixer_b16_224`)."""
-    args = _timm_shape(kwargs, 768, patch_size=16, num_blocks=12)
-    return _create_pk_mixer('pk_mixer_b16_224', pretrained=pretrained, **args)
+    model_args = dict(patch_size=16, num_blocks=12, embed_dim=768, **_TIMM_MIXER)
+    return _create_pk_mixer('pk_mixer_b16_224', pretrained, model_args, **kwargs)
 
 
 @register_model
 def pk_mixer_l16_224(pretrained: bool = False, **kwargs) -> PKMixer:
     """Mixer-L/16 as a PK layer network (timm's `mixer_l16_224`)."""
-    args = _timm_shape(kwargs, 1024, patch_size=16, num_blocks=24)
-    return _create_pk_mixer('pk_mixer_l16_224', pretrained=pretrained, **args)
+    model_args = dict(patch_size=16, num_blocks=24, embed_dim=1024, **_TIMM_MIXER)
+    return _create_pk_mixer('pk_mixer_l16_224', pretrained, model_args, **kwargs)
 
 
 @register_model
 def rp_mixer_s16_224(pretrained: bool = False, **kwargs) -> PKMixer:
     """RP Mixer-S/16: timm's Mixer-S/16 shapes with random permutations."""
-    args = _timm_shape(kwargs, 512, patch_size=16, num_blocks=8, permutation='random')
-    return _create_pk_mixer('rp_mixer_s16_224', pretrained=pretrained, **args)
+    model_args = dict(patch_size=16, num_blocks=8, embed_dim=512, permutation='random', **_TIMM_MIXER)
+    return _create_pk_mixer('rp_mixer_s16_224', pretrained, model_args, **kwargs)
 
 
 @register_model
 def rp_mixer_b16_224(pretrained: bool = False, **kwargs) -> PKMixer:
     """RP Mixer-B/16: timm's Mixer-B/16 shapes with random permutations."""
-    args = _timm_shape(kwargs, 768, patch_size=16, num_blocks=12, permutation='random')
-    return _create_pk_mixer('rp_mixer_b16_224', pretrained=pretrained, **args)
+    model_args = dict(patch_size=16, num_blocks=12, embed_dim=768, permutation='random', **_TIMM_MIXER)
+    return _create_pk_mixer('rp_mixer_b16_224', pretrained, model_args, **kwargs)
 
 
 @register_model
 def rp_mixer_l16_224(pretrained: bool = False, **kwargs) -> PKMixer:
     """RP Mixer-L/16: timm's Mixer-L/16 shapes with random permutations."""
-    args = _timm_shape(kwargs, 1024, patch_size=16, num_blocks=24, permutation='random')
-    return _create_pk_mixer('rp_mixer_l16_224', pretrained=pretrained, **args)
+    model_args = dict(patch_size=16, num_blocks=24, embed_dim=1024, permutation='random', **_TIMM_MIXER)
+    return _create_pk_mixer('rp_mixer_l16_224', pretrained, model_args, **kwargs)
 
 
 @register_model
 def pk_mixer_b_w(pretrained: bool = False, **kwargs) -> PKMixer:
     """Mixer-B-W (Table 1): the wider Mixer at the Ω of Mixer-B/16, normal permutations."""
-    return _create_pk_mixer('pk_mixer_b_w', pretrained=pretrained, **merge_args(_b_w(), kwargs))
+    model_args = dict(**_B_W)
+    return _create_pk_mixer('pk_mixer_b_w', pretrained, model_args, **kwargs)
 
 
 @register_model
 def rp_mixer_b_w(pretrained: bool = False, **kwargs) -> PKMixer:
     """RP Mixer-B-W: Mixer-B-W with random permutations."""
-    return _create_pk_mixer('rp_mixer_b_w', pretrained=pretrained, **merge_args(_b_w(permutation='random'), kwargs))
+    model_args = dict(permutation='random', **_B_W)
+    return _create_pk_mixer('rp_mixer_b_w', pretrained, model_args, **kwargs)
 
 
 @register_model
 def pk_mixer_ss8_32(pretrained: bool = False, **kwargs) -> PKMixer:
     """Mixer-SS/8 (Table 1): L=2, P=8, S=16, C=986, γ=4, CIFAR."""
-    return _create_pk_mixer('pk_mixer_ss8_32', pretrained=pretrained, **merge_args(_ss(8, 16, 986), kwargs))
+    model_args = _ss(8, 16, 986)
+    return _create_pk_mixer('pk_mixer_ss8_32', pretrained, model_args, **kwargs)
 
 
 @register_model
 def rp_mixer_ss8_32(pretrained: bool = False, **kwargs) -> PKMixer:
     """RP Mixer-SS/8."""
-    args = merge_args(_ss(8, 16, 986, permutation='random'), kwargs)
-    return _create_pk_mixer('rp_mixer_ss8_32', pretrained=pretrained, **args)
+    model_args = dict(permutation='random', **_ss(8, 16, 986))
+    return _create_pk_mixer('rp_mixer_ss8_32', pretrained, model_args, **kwargs)
 
 
 @register_model
 def pk_mixer_ss_w_32(pretrained: bool = False, **kwargs) -> PKMixer:
     """Mixer-SS-W (Table 1): L=2, P=4, S=64, C=487, γ=4, CIFAR."""
-    return _create_pk_mixer('pk_mixer_ss_w_32', pretrained=pretrained, **merge_args(_ss(4, 64, 487), kwargs))
+    model_args = _ss(4, 64, 487)
+    return _create_pk_mixer('pk_mixer_ss_w_32', pretrained, model_args, **kwargs)
 
 
 @register_model
 def rp_mixer_ss_w_32(pretrained: bool = False, **kwargs) -> PKMixer:
     """RP Mixer-SS-W."""
-    args = merge_args(_ss(4, 64, 487, permutation='random'), kwargs)
-    return _create_pk_mixer('rp_mixer_ss_w_32', pretrained=pretrained, **args)
+    model_args = dict(permutation='random', **_ss(4, 64, 487))
+    return _create_pk_mixer('rp_mixer_ss_w_32', pretrained, model_args, **kwargs)
 
 
 @register_model
 def s_mixer_s64c64_32(pretrained: bool = False, **kwargs) -> PKMixer:
     """S-Mixer, S = C = 64 (the optimum of the Ω = 2^18 sweep, C.4), L=8."""
-    return _create_pk_mixer('s_mixer_s64c64_32', pretrained=pretrained, **merge_args(_s_mixer(64), kwargs))
+    model_args = dict(num_tokens=64, embed_dim=64, **_S_MIXER)
+    return _create_pk_mixer('s_mixer_s64c64_32', pretrained, model_args, **kwargs)
 
 
 @register_model
 def s_mixer_rp_s64c64_32(pretrained: bool = False, **kwargs) -> PKMixer:
     """RP S-Mixer, S = C = 64, L=8."""
-    args = merge_args(_s_mixer(64, permutation='random'), kwargs)
-    return _create_pk_mixer('s_mixer_rp_s64c64_32', pretrained=pretrained, **args)
+    model_args = dict(num_tokens=64, embed_dim=64, permutation='random', **_S_MIXER)
+    return _create_pk_mixer('s_mixer_rp_s64c64_32', pretrained, model_args, **kwargs)
+
+
+@register_model
+def s_mixer_rp_first_s64c64_32(pretrained: bool = False, **kwargs) -> PKMixer:
+    """S-Mixer, S = C = 64, L=8, whose first block alone is Random-Permuted (Fig. S.4, D.5)."""
+    model_args = dict(num_tokens=64, embed_dim=64, permutation=['random'] + ['normal'] * 7, **_S_MIXER)
+    return _create_pk_mixer('s_mixer_rp_first_s64c64_32', pretrained, model_args, **kwargs)
 
 
 @register_model
 def s_mixer_s128c128_32(pretrained: bool = False, **kwargs) -> PKMixer:
     """S-Mixer, S = C = 128 (the optimum of the Ω = 2^21 sweep; the depth study of C.6), L=8."""
-    return _create_pk_mixer('s_mixer_s128c128_32', pretrained=pretrained, **merge_args(_s_mixer(128), kwargs))
+    model_args = dict(num_tokens=128, embed_dim=128, **_S_MIXER)
+    return _create_pk_mixer('s_mixer_s128c128_32', pretrained, model_args, **kwargs)
 
 
 @register_model
 def s_mixer_rp_s128c128_32(pretrained: bool = False, **kwargs) -> PKMixer:
     """RP S-Mixer, S = C = 128, L=8."""
-    args = merge_args(_s_mixer(128, permutation='random'), kwargs)
-    return _create_pk_mixer('s_mixer_rp_s128c128_32', pretrained=pretrained, **args)
+    model_args = dict(num_tokens=128, embed_dim=128, permutation='random', **_S_MIXER)
+    return _create_pk_mixer('s_mixer_rp_s128c128_32', pretrained, model_args, **kwargs)

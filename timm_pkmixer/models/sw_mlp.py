@@ -18,15 +18,20 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
-from timm.layers import PatchEmbed, get_act_layer, lecun_normal_, to_2tuple
+from timm.layers import PatchEmbed, lecun_normal_
 from timm.models import build_model_with_cfg, checkpoint_seq, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 
-from ..distributed import check_replicas_if_distributed
+from ..description import ModelDescription, describe_sw_mlp
+from ..errors import InvalidArgumentError
 from ..layers import MaskedLinear
+from ..validation import choice, integer, non_negative_int, optional, positive_int, positive_real, probability, rate
 from ..width import sw_mlp_width
-from ._checkpoint import check_checkpoint_fits
-from ._common import HeadAndBlocksMixin, check_choice, check_patch, check_positive, merge_args, paper_cfg
+from ._checkpoint import checkpoint_filter_fn
+from ._common import PKModelMixin, merge_args, paper_cfg, patch_grid
+from .pk_mixer import _act_layer
+
+MAX_WIDTH = 2 ** 20  # m² = 2^40 weights per layer (4 TiB in fp32): far past any machine
 
 __all__ = ['SparseBlock', 'SwMlp']
 
@@ -61,7 +66,7 @@ class SparseBlock(nn.Module):
         return x + y
 
 
-class SwMlp(HeadAndBlocksMixin, nn.Module):
+class SwMlp(PKModelMixin, nn.Module):
     """SW-MLP: (B, in_chans, H, W) → (B, num_classes); ``forward_features`` gives (B, m, 1, 1)."""
 
     def __init__(
@@ -69,13 +74,13 @@ class SwMlp(HeadAndBlocksMixin, nn.Module):
             num_classes: int = 10,
             img_size: Union[int, Tuple[int, int]] = 32,
             in_chans: int = 3,
-            patch_size: int = 4,
+            patch_size: Union[int, Tuple[int, int]] = 4,
             embed_dim: Optional[int] = None,
             num_blocks: int = 8,
             density: float = 0.5,
-            omega: float = 2 ** 18,
+            omega: Optional[float] = None,
             width: Optional[int] = None,
-            mlp_ratio: Optional[float] = None,
+            gamma: Optional[float] = None,
             mask_seed: int = 0,
             norm_eps: float = 1e-5,
             act_layer: Union[str, Any] = 'gelu',
@@ -93,9 +98,9 @@ class SwMlp(HeadAndBlocksMixin, nn.Module):
             embed_dim: Per-patch FC output C; None for C = C0 = in_chans·P².
             num_blocks: Number of sparse blocks L.
             density: p, the probability that a weight is kept (0 < p ≤ 1).
-            omega: Ω, average connections per layer; sets m = round(√(Ω/(γp))) when `width` is None.
-            width: Explicit width m (then Ω = pγm²).
-            mlp_ratio: γ for MLP blocks (eq. S.17); None for FC blocks (eq. S.16).
+            omega: Ω, average connections per layer; sets m = round(√(Ω/(γp))) (default 2^18). Or `width`.
+            width: Explicit width m (then Ω = pγm²). Instead of `omega`.
+            gamma: The paper's γ: MLP blocks with hidden width γm (eq. S.17); None for FC blocks (eq. S.16).
             mask_seed: Seed of the masks (a fixed hash stream, identical on every machine).
             norm_eps: LayerNorm epsilon.
             act_layer: Activation φ.
@@ -104,42 +109,62 @@ class SwMlp(HeadAndBlocksMixin, nn.Module):
         """
         super().__init__()
         dd = {'device': device, 'dtype': dtype}
-        check_positive(num_blocks=num_blocks, embed_dim=embed_dim, omega=omega, width=width, mlp_ratio=mlp_ratio,
-                       in_chans=in_chans, norm_eps=norm_eps)
-        check_positive(num_classes=num_classes + 1)
-        check_choice('global_pool', global_pool, ('', 'avg'))
-        if isinstance(density, bool) or not isinstance(density, (int, float)) or not 0. < density <= 1.:
-            raise ValueError(f'density p must be in (0, 1], got {density!r}')
-        grid = check_patch(img_size, patch_size)
-        gamma = mlp_ratio or 1.0
-        width = width or sw_mlp_width(omega, density, gamma)
-        embed_dim = embed_dim or in_chans * patch_size ** 2
+        num_classes = non_negative_int('num_classes', num_classes)
+        img_size, patch_size, grid = patch_grid(img_size, patch_size)
+        in_chans = positive_int('in_chans', in_chans)
+        num_blocks = positive_int('num_blocks', num_blocks)
+        embed_dim = optional(positive_int, 'embed_dim', embed_dim)
+        density = probability('density p', density)
+        gamma_value = 1.0 if gamma is None else positive_real('gamma', gamma)
+        mask_seed = integer('mask_seed', mask_seed)
+        norm_eps = positive_real('norm_eps', norm_eps)
+        global_pool = choice('global_pool', global_pool, ('', 'avg'))
+        drop_rate = rate('drop_rate', drop_rate)
+        if omega is not None and width is not None:
+            raise InvalidArgumentError('give omega (Ω, which sets m = √(Ω/(γp))) or width (m), not both')
+        if width is None:
+            omega = 2 ** 18 if omega is None else positive_real('omega', omega)
+            width, source = sw_mlp_width(omega, density, gamma_value), f'omega={omega:g} at density p={density:g}'
+        else:
+            width, source = positive_int('width', width), 'width'
+        if width > MAX_WIDTH:
+            raise InvalidArgumentError(
+                f'{source} gives an SW-MLP of width m = {width}: its dense m×m layers would hold {width ** 2:.3g} '
+                f'weights each (the SW-MLP stores O(m²); at most m = {MAX_WIDTH} is accepted)')
+        embed_dim = embed_dim or in_chans * patch_size[0] * patch_size[1]
+        act_layer = _act_layer(act_layer)
 
         self.num_classes = num_classes
         self.in_chans = in_chans
         self.global_pool = global_pool
-        self.density = float(density)
+        self.density = density
         self.width = width
-        self.omega = density * gamma * width ** 2
+        self.mask_seed = mask_seed
         self.num_features = self.head_hidden_size = width
         self.grad_checkpointing = False
-        act_layer = get_act_layer(act_layer)
 
         self.stem = PatchEmbed(img_size=img_size, patch_size=patch_size, in_chans=in_chans, embed_dim=embed_dim, **dd)
         num_inputs = grid[0] * grid[1] * embed_dim
         self.in_proj = nn.Identity() if num_inputs == width else MaskedLinear(
             num_inputs, width, density, seed=mask_seed, key='in_proj', **dd)
-        hidden = round(gamma * width) if mlp_ratio else None
+        self.hidden = round(gamma_value * width) if gamma is not None else None
+        if self.hidden is not None and self.hidden < 1:
+            raise InvalidArgumentError(f'gamma={gamma!r} gives a hidden width of {self.hidden} for m={width}')
         self.blocks = nn.Sequential(*[
-            SparseBlock(width, density, hidden, mask_seed=mask_seed, key=f'blocks.{i}', norm_eps=norm_eps,
+            SparseBlock(width, density, self.hidden, mask_seed=mask_seed, key=f'blocks.{i}', norm_eps=norm_eps,
                         act_layer=act_layer, **dd)
             for i in range(num_blocks)])
         self.feature_info = [
-            dict(module=f'blocks.{i}', num_chs=width, reduction=max(to_2tuple(img_size))) for i in range(num_blocks)]
+            dict(module=f'blocks.{i}', num_chs=width, reduction=max(img_size)) for i in range(num_blocks)]
         self.norm = nn.LayerNorm(width, eps=norm_eps, **dd)
         self.head_drop = nn.Dropout(drop_rate)
         self.head = nn.Linear(width, num_classes, **dd) if num_classes > 0 else nn.Identity()
         self.init_weights()
+
+    @torch.jit.ignore
+    def describe(self) -> ModelDescription:
+        """m, p, γ, Ω, depth and mask seed (see `ModelDescription`)."""
+        return describe_sw_mlp(self.width, len(self.blocks), self.density, self.hidden, self.mask_seed)
 
     @torch.jit.ignore
     def init_weights(self) -> None:
@@ -206,22 +231,16 @@ class SwMlp(HeadAndBlocksMixin, nn.Module):
         return self.forward_head(self.forward_features(x))
 
 
-def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: SwMlp) -> Dict[str, torch.Tensor]:
-    """Refuse a checkpoint of another architecture, width m or depth before it is loaded (the classifier
-    may differ). The masks are stored in the checkpoint and load with it."""
-    check_checkpoint_fits(state_dict, model, model_desc=f'(m={model.width}, L={len(model.blocks)})')
-    return state_dict
-
-
-def _create_sw_mlp(variant: str, pretrained: bool = False, **kwargs) -> SwMlp:
+def _create_sw_mlp(variant: str, pretrained: bool, model_args: Dict[str, Any], **kwargs) -> SwMlp:
+    """Build `variant` from its `model_args`, every one of which the caller's kwargs may override."""
+    kwargs = merge_args(model_args, kwargs)
     out_indices = kwargs.pop('out_indices', 3)
-    model = build_model_with_cfg(
+    return build_model_with_cfg(
         SwMlp, variant, pretrained,
         pretrained_filter_fn=checkpoint_filter_fn,
         feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
         **kwargs,
     )
-    return check_replicas_if_distributed(model, variant)
 
 
 default_cfgs = generate_default_cfgs({
@@ -233,5 +252,5 @@ default_cfgs = generate_default_cfgs({
 def sw_mlp_o18_32(pretrained: bool = False, **kwargs) -> SwMlp:
     """SW-MLP of C.4 (ii): 8 FC blocks, Ω = 2^18, P = 4 on 32 px; `density` p sets m = √(Ω/p)
     (p = 0.9, 0.7, 0.5, 0.3, 0.1 → m = 540, 612, 724, 935, 1619)."""
-    args = merge_args(dict(img_size=32, patch_size=4, num_blocks=8, omega=2 ** 18, density=0.5), kwargs)
-    return _create_sw_mlp('sw_mlp_o18_32', pretrained=pretrained, **args)
+    model_args = dict(img_size=32, patch_size=4, num_blocks=8, omega=2 ** 18, density=0.5)
+    return _create_sw_mlp('sw_mlp_o18_32', pretrained, model_args, **kwargs)

@@ -11,8 +11,9 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ..catalog import ModelSummary
+from ..errors import InvalidArgumentError, MissingDependencyError
 from ..width import WidthPoint, optimal_width, tokens_for_omega
-from .model_width import ModelWidth
 
 __all__ = ['require_matplotlib', 'width_curve_data', 'read_summary', 'run_label', 'group_runs',
            'plot_weights', 'plot_width', 'plot_runs']
@@ -25,7 +26,7 @@ def require_matplotlib():
     try:
         from matplotlib.figure import Figure
     except ImportError as e:
-        raise ImportError(PLOT_EXTRA_HINT) from e
+        raise MissingDependencyError(PLOT_EXTRA_HINT) from e
     return Figure
 
 
@@ -47,7 +48,7 @@ def read_summary(path: str) -> Dict[str, np.ndarray]:
     with open(path, newline='') as f:
         rows = list(csv.DictReader(f))
     if not rows or 'epoch' not in rows[0] or 'train_loss' not in rows[0]:
-        raise ValueError(f'{path} is not a timm train.py summary.csv (needs epoch and train_loss columns)')
+        raise InvalidArgumentError(f'{path} is not a timm train.py summary.csv (needs epoch and train_loss columns)')
     return {k: np.array([float(r[k]) if r[k] not in ('', None) else math.nan for r in rows]) for k in rows[0]}
 
 
@@ -62,9 +63,9 @@ def group_runs(paths: Sequence[str], labels: Optional[Sequence[str]] = None) -> 
     """Read runs and group them by label (default: `run_label`). Per group and column: mean, min and max over
     its runs, on the epochs all its runs have."""
     if labels is not None and len(labels) != len(paths):
-        raise ValueError(f'{len(labels)} labels for {len(paths)} runs: give one --label per summary.csv')
+        raise InvalidArgumentError(f'{len(labels)} labels for {len(paths)} runs: give one --label per summary.csv')
     labels = labels or [run_label(p) for p in paths]
-    runs: 'OrderedDict[str, List[Dict[str, np.ndarray]]]' = OrderedDict()
+    runs: OrderedDict[str, List[Dict[str, np.ndarray]]] = OrderedDict()
     for path, label in zip(paths, labels):
         runs.setdefault(label, []).append(read_summary(path))
     groups = OrderedDict()
@@ -95,7 +96,7 @@ def plot_weights(weights: Dict[str, np.ndarray], out: str) -> None:
 
 
 def plot_width(omega: float, gamma: float, out: str, points: Sequence[WidthPoint] = (),
-               models: Sequence[ModelWidth] = ()) -> None:
+               models: Sequence[ModelSummary] = ()) -> None:
     """Fig. 3: m = S·C and p against C at fixed Ω and γ, the optimum C* = S* marked, `points` (e.g. a patch
     sweep) and registered `models` placed at their (C, m)."""
     Figure = require_matplotlib()
@@ -134,9 +135,9 @@ def plot_width(omega: float, gamma: float, out: str, points: Sequence[WidthPoint
     fig.savefig(out, dpi=100)
 
 
-def _dedupe(models: Sequence[ModelWidth]) -> List[ModelWidth]:
+def _dedupe(models: Sequence[ModelSummary]) -> List[ModelSummary]:
     """One entry per geometry: normal and RP twins share (S, C, Ω); keep the first name, join the rest."""
-    seen: 'OrderedDict[tuple, ModelWidth]' = OrderedDict()
+    seen: OrderedDict[tuple, ModelSummary] = OrderedDict()
     for mw in models:
         key = (mw.num_tokens, mw.dim, mw.omega)
         if key in seen:

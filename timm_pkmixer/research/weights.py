@@ -10,6 +10,7 @@ import timm
 import torch
 import torch.nn.functional as F
 
+from ..errors import InvalidArgumentError
 from ..layers import PKMlp
 
 __all__ = ['paper_vec_order', 'pk_effective_weight', 'fig_s9_weights']
@@ -41,14 +42,15 @@ def pk_effective_weight(
             is I_C ⊗ W); False keeps this package's row-major layout.
     """
     if layer.fc2 is not None:
-        raise ValueError('pk_effective_weight needs a one-FC PK layer (S-Mixer, block_type="fc"); this layer is a '
-                         'two-layer MLP, whose effective map is not one matrix')
+        raise InvalidArgumentError('pk_effective_weight needs a one-FC PK layer (S-Mixer, block_type="fc"); this '
+                                   'layer is a two-layer MLP, whose effective map is not one matrix')
     m_in = in_shape[0] * in_shape[1]
     weight = layer.fc1.weight
     basis = torch.eye(m_in, dtype=weight.dtype, device=weight.device).reshape(m_in, *in_shape)
     out = layer.perm_out(F.linear(layer.perm_in(basis), weight))  # (m_in, S_out, C)
     if tuple(out.shape[1:]) != tuple(out_shape):
-        raise ValueError(f'out_shape {tuple(out_shape)} does not match the layer output {tuple(out.shape[1:])}')
+        raise InvalidArgumentError(f'out_shape {tuple(out_shape)} does not match the layer output '
+                                   f'{tuple(out.shape[1:])}')
     w_eff = out.reshape(m_in, -1).t()
     if paper_order:
         w_eff = w_eff[paper_vec_order(*out_shape)][:, paper_vec_order(*in_shape)]
@@ -66,7 +68,7 @@ def fig_s9_weights(size: int = 8, seed: int = 0) -> Dict[str, np.ndarray]:
     each an (m, m) float array in the paper's vec order, at initialisation (torch seed, perm and mask seed `seed`).
     """
     if isinstance(size, bool) or not isinstance(size, int) or size < 2:
-        raise ValueError(f'size must be an integer >= 2, got {size!r}')
+        raise InvalidArgumentError(f'size must be an integer >= 2, got {size!r}')
     torch.manual_seed(seed)
     sw = timm.create_model('sw_mlp_o18_32', width=size * size, density=1 / size, num_blocks=1, mask_seed=seed)
     fc = sw.blocks[0].fc1

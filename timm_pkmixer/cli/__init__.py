@@ -1,0 +1,53 @@
+"""The ``pkmixer`` command (also ``python -m timm_pkmixer``): one module per subcommand, on top of the library.
+
+Convention: a user error (bad value, missing file, a checkpoint that does not fit, …) is printed as
+``pkmixer CMD: error: …`` on stderr and the command exits with status 2, without a traceback; any other
+exception is a bug and keeps its traceback. The library raises, the commands print.
+"""
+import argparse
+import sys
+from typing import List, Optional
+
+from ..errors import UserInputError
+from . import data, demo, models, push, research, sweep, train
+
+__all__ = ['main', 'build_parser', 'USER_ERRORS']
+
+# what a command reports as `pkmixer CMD: error: …` (exit 2) instead of a traceback
+USER_ERRORS = (UserInputError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError,
+               FileExistsError)
+_COMMANDS = (models, demo, train, sweep, data, push, research)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+    parser = argparse.ArgumentParser(
+        prog='pkmixer', description='PK-family Mixers (normal and Random-Permuted MLP-Mixers, S-Mixers, SW-MLP) '
+                                    'of "Understanding MLP-Mixer as a Wide and Sparse MLP" for timm.')
+    parser.add_argument('--version', action='version', version=f'%(prog)s {__version__}')
+    sub = parser.add_subparsers(dest='command', metavar='COMMAND')
+    for module in _COMMANDS:
+        module.add_commands(sub)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Run ``pkmixer`` with `argv` (default: the command line); returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version, argparse's own usage errors (exit 2)
+        return int(e.code or 0)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(args.run(args) or 0)
+    except USER_ERRORS as e:
+        message = str(e) if not isinstance(e, OSError) or not e.filename else f'{e.strerror}: {e.filename}'
+        print(f'{args.prog}: error: {message}', file=sys.stderr)
+        return 2
+
+
+if __name__ == '__main__':
+    sys.exit(main())

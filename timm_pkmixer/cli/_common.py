@@ -1,0 +1,38 @@
+"""Argument groups shared by several commands, defined once, and the helper that registers a command."""
+import argparse
+from typing import Any, Callable
+
+from ..validation import cli_type, positive_int, positive_real
+
+__all__ = ['add_command', 'add_model_options', 'add_width_options', 'POSITIVE_INT', 'POSITIVE_REAL']
+
+POSITIVE_INT = cli_type(positive_int)
+POSITIVE_REAL = cli_type(positive_real, parse=float)
+
+
+def add_command(subparsers: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int],
+                **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand whose handler is `run(args) -> exit status` (user errors are raised, not printed)."""
+    parser = subparsers.add_parser(name, **kwargs)
+    parser.set_defaults(run=run, prog=parser.prog)
+    return parser
+
+
+def add_model_options(parser: argparse.ArgumentParser, required: bool = True, help: str = '') -> None:
+    """--model NAME and --model-kwargs k=v … (timm's format, as in train.py)."""
+    from timm.utils import ParseKwargs
+    parser.add_argument('--model', required=required, help=help or 'a registered timm-pkmixer model, e.g. rp_mixer_b_w')
+    parser.add_argument('--model-kwargs', nargs='*', default={}, action=ParseKwargs,
+                        help='key=value model arguments, as train.py takes them (e.g. perm_seed=3 num_blocks=4)')
+
+
+def add_width_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a fixed-Ω width curve (eq. 14-15, S.42, S.44): Ω, γ, C points, mirrored pairs, patches."""
+    parser.add_argument('--omega', type=cli_type(positive_real, float, 'omega'),
+                        help='Ω, average connections per layer (e.g. 290217984)')
+    parser.add_argument('--gamma', type=cli_type(positive_real, float, 'gamma'),
+                        help='expansion factor γ (default 1: S-Mixer)')
+    parser.add_argument('--C', type=POSITIVE_INT, nargs='+', help='channels C to place on the curve (S from eq. 14)')
+    parser.add_argument('--mirror', action='store_true', help='with --C: add (C, S) = (S, C) too (same Ω, App. C.4)')
+    parser.add_argument('--patch', type=POSITIVE_INT, nargs='+', help='patch sizes P: C = in_chans·P², S from eq. S.44')
+    parser.add_argument('--in-chans', type=POSITIVE_INT, default=3, help='input channels for --patch (default 3)')
