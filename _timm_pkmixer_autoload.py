@@ -1,33 +1,34 @@
 """Registers timm-pkmixer's models whenever `timm` is imported (installed as a startup hook).
 
-Run at interpreter start by ``timm_pkmixer.pth`` (Python < 3.15 style ``import`` line) or by
-``timm_pkmixer.start`` (PEP 829 entry point, Python >= 3.15; its presence makes 3.15+ skip the
-.pth import line). It uses the standard library only and imports neither torch nor timm: it adds
-a meta-path finder that, once `timm` has been imported, imports `timm_pkmixer` (which registers
-the models). Set TIMM_PKMIXER_AUTOLOAD=0 to switch it off; ``import timm_pkmixer`` still works.
+Run at interpreter start by ``timm_pkmixer.pth`` (Python < 3.15 style ``import`` line, which reads the switch
+first and imports nothing of ours when it is off) or by ``timm_pkmixer.start`` (PEP 829 entry point, Python
+>= 3.15; its presence makes 3.15+ skip the .pth import line). Importing this module costs next to nothing:
+it imports no other module, neither torch nor timm. `install` adds a meta-path finder that, once `timm` has
+been imported, imports `timm_pkmixer` (which registers the models). Set TIMM_PKMIXER_AUTOLOAD=0 to switch it
+off; ``import timm_pkmixer`` still works.
 """
-import importlib
-import importlib.abc
 import os
 import sys
 
 ENV_VAR = 'TIMM_PKMIXER_AUTOLOAD'
+OFF = ('0', 'false', 'no', 'off')
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV_VAR, '1').strip().lower() not in ('0', 'false', 'no', 'off')
+    return os.environ.get(ENV_VAR, '1').strip().lower() not in OFF
 
 
 def _register() -> None:
     try:
-        importlib.import_module('timm_pkmixer')
+        __import__('timm_pkmixer')
     except Exception as e:  # never break `import timm` for the user
         sys.stderr.write(f'timm-pkmixer: models not registered ({type(e).__name__}: {e}); '
                          f'set {ENV_VAR}=0 to silence\n')
 
 
-class _TimmImportHook(importlib.abc.MetaPathFinder):
-    """Wraps the loader of the top-level `timm` module so that its models are registered after it runs."""
+class _TimmImportHook:
+    """A meta-path finder (duck-typed: no importlib.abc import at start-up) that wraps the loader of the top-level
+    `timm` module so that the models are registered right after it runs."""
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != 'timm':
@@ -45,6 +46,9 @@ class _TimmImportHook(importlib.abc.MetaPathFinder):
 
         spec.loader.exec_module = exec_then_register
         return spec
+
+    def invalidate_caches(self) -> None:
+        pass
 
 
 def install() -> None:

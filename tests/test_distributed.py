@@ -91,3 +91,32 @@ def test_train_py_ddp_call_fails_on_cpu_without_cpu_ddp(tmp_path):
     reports = torchrun('raw_ddp', tmp_path)
     for r in reports:
         assert r['refused'] and 'device_ids' in r['message']
+
+
+def test_fsdp2_on_a_meta_model_trains_like_one_process(tmp_path):
+    """FSDP2 (fully_shard) on a model built on the meta device, 2 gloo processes: after to_empty the permutations
+    are refused until computed; then 3 AdamW steps equal one process on the same global batch, and no FSDP2
+    warning about blocks returning views."""
+    reports = torchrun('fsdp2', tmp_path)
+    for r in reports:
+        assert 'init_non_persistent_buffers()' in r['forgotten_init']
+        assert r['perms_correct']
+        assert not [w for w in r['warnings'] if 'view' in w], r['warnings']
+    model = timm.create_model(dist_worker.MODEL, **dist_worker.MODEL_KWARGS)
+    model.load_state_dict(dist_worker.initial_state_dict())
+    optimizer = create_optimizer_v2(model, 'adamw', lr=1e-3, weight_decay=0.05)
+    x, y = dist_worker.global_batch()
+    losses = []
+    for step in range(dist_worker.STEPS):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x[step]), y[step])
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses == pytest.approx(reports[0]['losses'], rel=1e-5, abs=1e-6)
+    end = torch.load(tmp_path / 'fsdp2_end.pt')
+    start = dist_worker.initial_state_dict()
+    for name, value in model.state_dict().items():
+        torch.testing.assert_close(end[name], value, rtol=1e-5, atol=1e-6, msg=name)
+    assert max((model.state_dict()[k] - start[k]).abs().max().item() for k in start
+               if start[k].is_floating_point()) > 1e-4  # the weights moved

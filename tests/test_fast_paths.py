@@ -3,13 +3,14 @@ import numpy as np
 import pytest
 import timm
 import torch
-from conftest import randomize_
 
 import timm_pkmixer.layers.gather as gather_lib
 import timm_pkmixer.layers.permutation as perm_lib
 from timm_pkmixer.layers import FixedPermutation, derive_permutation, make_pk_mlp, permutation_digest
 from timm_pkmixer.layers.gather import permute, use_gather_backend
 from timm_pkmixer.layers.structure import hashed_uniform_keys
+
+from conftest import randomize_
 
 
 @pytest.mark.parametrize('num', [1, 2, 3, 1000, 65537, 200704])

@@ -12,8 +12,6 @@ import pytest
 import timm
 import torch
 import yaml
-from conftest import randomize_, run_python
-from hf_cache import install_in_hf_cache
 from huggingface_hub import HfApi, RepoUrl
 from safetensors.torch import load_file, save_file
 from timm.models import get_pretrained_cfg
@@ -21,6 +19,9 @@ from timm.models._hub import save_for_hf
 
 from timm_pkmixer.catalog import summarize
 from timm_pkmixer.cli import main as pkmixer
+
+from conftest import randomize_, run_python
+from hf_cache import install_in_hf_cache
 
 RP_NAME = 's_mixer_rp_s64c64_32'
 REPO = 'my-org/rp-s-mixer'

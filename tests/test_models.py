@@ -4,12 +4,13 @@ import os
 import pytest
 import timm
 import torch
-from conftest import randomize_, run_python
 from safetensors.torch import save_file
 
 from timm_pkmixer import PKMixer
 from timm_pkmixer.layers import FixedPermutation, SkipLayer
 from timm_pkmixer.layers.permutation import derive_permutation
+
+from conftest import randomize_, run_python
 
 
 def _perms(model):

@@ -2,10 +2,11 @@
 import numpy as np
 import pytest
 import torch
-from conftest import run_python
 
 from timm_pkmixer.layers import FixedPermutation, check_permutation, derive_permutation, permutation_digest
 from timm_pkmixer.layers.gather import _ExpandedGather, _IndexSelect
+
+from conftest import run_python
 
 
 def test_derived_permutation_is_a_permutation():

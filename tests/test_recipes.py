@@ -154,7 +154,7 @@ def test_cifar_sweep_pairs_solve_eq_s42():
 
 def test_sweep_writes_valid_recipes_that_build_the_requested_geometry(tmp_path):
     paths = write_sweep(str(RECIPES / 'cifar10' / 's_mixer_fig5.yaml'), str(tmp_path), seeds=(0, 1))
-    assert len(paths) == 2 * 6 * 2
+    assert len(paths) == 2 * 6 * 2 + 5 * 2  # Mixers (RP, normal) at 6 pairs, and the SW-MLP arm of Fig. 5
     dests = train_py_dests()
     for path in paths:
         cfg = yaml.safe_load(path.read_text())

@@ -39,6 +39,15 @@ def test_pth_and_pep829_start_files_installed():
     files = {Path(str(f)).name: f for f in importlib.metadata.files('timm-pkmixer')}
     pth = files['timm_pkmixer.pth'].locate().read_text().strip()
     start = files['timm_pkmixer.start'].locate().read_text().strip()
-    assert pth == 'import _timm_pkmixer_autoload; _timm_pkmixer_autoload.install()'
+    assert pth == ("import os; os.environ.get('TIMM_PKMIXER_AUTOLOAD', '1').strip().lower() in "
+                   "('0', 'false', 'no', 'off') or __import__('_timm_pkmixer_autoload').install()")
     assert start == '_timm_pkmixer_autoload:install'
     assert callable(pkgutil.resolve_name(start))  # the PEP 829 form of the entry point resolves
+
+
+def test_startup_imports_nothing_of_ours_when_switched_off_and_only_the_hook_when_on():
+    code = 'import sys; print(" ".join(sorted(sys.modules)))'
+    off = set(run_python(code, env_extra={'TIMM_PKMIXER_AUTOLOAD': '0'}).stdout.split())
+    on = set(run_python(code, env_extra={'TIMM_PKMIXER_AUTOLOAD': '1'}).stdout.split())
+    assert not {m for m in off if 'pkmixer' in m}  # switched off: the .pth line reads the switch first
+    assert on - off == {'_timm_pkmixer_autoload'}  # on: the hook module alone, which imports nothing else

@@ -6,9 +6,10 @@ import textwrap
 import pytest
 import timm
 import torch
-from conftest import run_python
 from timm.optim import create_optimizer_v2
 from timm.utils import CheckpointSaver
+
+from conftest import run_python
 
 task_api = pytest.importorskip('timm.task', reason='timm.task (train.py\'s resume path) needs timm >= 1.0.25')
 

@@ -2,6 +2,7 @@
 import pytest
 import timm
 import torch
+
 from conftest import randomize_
 
 MIXERS = ['rp_mixer_ss_w_32', 'pk_mixer_ss_w_32', 's_mixer_rp_s64c64_32']

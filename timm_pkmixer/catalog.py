@@ -1,6 +1,7 @@
 """The registered models of this package, and a summary of each (the table printed by ``pkmixer models``)."""
+import inspect
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Mapping, Tuple
 
 import timm
 import torch
@@ -10,7 +11,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from .description import Describable, ModelDescription
 from .errors import InvalidArgumentError
 
-__all__ = ['ModelSummary', 'list_pkmixer_models', 'is_pkmixer_model', 'summarize', 'models_near_omega']
+__all__ = ['ModelSummary', 'list_pkmixer_models', 'is_pkmixer_model', 'check_model_name', 'check_model_kwargs',
+           'summarize', 'models_near_omega']
 
 
 def is_pkmixer_model(name: str) -> bool:
@@ -18,6 +20,32 @@ def is_pkmixer_model(name: str) -> bool:
     if not timm.is_model(name):
         return False
     return model_entrypoint(name).__module__.split('.')[0] == __name__.split('.')[0]
+
+
+def check_model_name(name: str) -> str:
+    """`name` if it is an architecture of this package, else an error saying where to look."""
+    if not isinstance(name, str) or not is_pkmixer_model(name):
+        hint = ' (a timm model, but not one of timm-pkmixer)' if isinstance(name, str) and timm.is_model(name) else ''
+        raise InvalidArgumentError(f'unknown model {name!r}{hint}: not a registered timm-pkmixer model '
+                                   f'(see `pkmixer models`)')
+    return name
+
+
+# arguments timm.create_model and build_model_with_cfg take besides the model class's own
+_FACTORY_ARGS = ('pretrained_cfg', 'pretrained_cfg_overlay', 'checkpoint_path', 'cache_dir', 'scriptable',
+                 'exportable', 'no_jit', 'features_only', 'out_indices', 'feature_cls', 'feature_cfg', 'device',
+                 'dtype')
+
+
+def check_model_kwargs(name: str, kwargs: Mapping[str, Any]) -> None:
+    """Refuse, naming them, keyword arguments that model `name` does not take (before building it)."""
+    model_class = type(timm.create_model(check_model_name(name), device='meta'))
+    accepted = set(inspect.signature(model_class.__init__).parameters) - {'self'} | set(_FACTORY_ARGS)
+    unknown = sorted(set(kwargs) - accepted)
+    if unknown:
+        raise InvalidArgumentError(f'{name} has no argument{"s" if len(unknown) > 1 else ""} '
+                                   f'{", ".join(map(repr, unknown))}; it takes: '
+                                   f'{", ".join(sorted(accepted - set(_FACTORY_ARGS)))}')
 
 
 def list_pkmixer_models() -> List[str]:
@@ -54,9 +82,7 @@ class ModelSummary(ModelDescription):
 
 def summarize(name: str, **kwargs) -> ModelSummary:
     """Build registered model `name` (with `kwargs`) on the meta device and count its params and MACs."""
-    if not is_pkmixer_model(name):
-        raise InvalidArgumentError(f'unknown model {name!r}: not a registered timm-pkmixer model '
-                                   f'(see `pkmixer models`)')
+    check_model_kwargs(name, kwargs)
     model = timm.create_model(name, device='meta', **kwargs)
     if not isinstance(model, Describable):
         raise TypeError(f'{name} has no describe(): not a timm-pkmixer model')

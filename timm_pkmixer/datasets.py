@@ -7,7 +7,9 @@ with ``--data-dir DIR``.
 from pathlib import Path
 from typing import Dict, Sequence
 
-__all__ = ['export_image_folder', 'prepare_stl10']
+from .errors import UserInputError
+
+__all__ = ['export_image_folder', 'prepare_stl10', 'write_digits_image_folder']
 
 
 def export_image_folder(dataset: Sequence, class_names: Sequence[str], out_dir: Path) -> Dict[str, int]:
@@ -30,6 +32,36 @@ def prepare_stl10(out_dir: str, download_root: str, download: bool = True) -> Di
     from torchvision.datasets import STL10
     out = {}
     for split, folder in (('train', 'train'), ('test', 'validation')):
-        ds = STL10(download_root, split=split, download=download)
+        try:
+            ds = STL10(download_root, split=split, download=download)
+        except OSError as e:  # no network (URLError), a refused connection, a full disk
+            raise UserInputError(
+                f'could not get STL-10 into {download_root} ({type(e).__name__}: {e}). Without network access, '
+                f'put stl10_binary.tar.gz (https://ai.stanford.edu/~acoates/stl10/) in that folder first') from e
         out[folder] = export_image_folder(ds, ds.classes, Path(out_dir) / folder)
+    return out
+
+
+def write_digits_image_folder(root: str, split_seed: int = 0, test_fraction: float = 0.5) -> Dict[str, Dict[str, int]]:
+    """scikit-learn's bundled 8×8 handwritten digits (1797 images, 10 classes, no download) as an ImageFolder:
+    a stratified split into ``root/train`` and ``root/validation``, 8×8 RGB PNGs (gray in all three channels,
+    0..16 scaled to 0..255). Needs scikit-learn (the ``research`` extra)."""
+    try:
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+    except ImportError as e:
+        from .errors import MissingDependencyError
+        raise MissingDependencyError("the digits data set needs scikit-learn: pip install 'timm-pkmixer[research]'") \
+            from e
+    import numpy as np
+    from PIL import Image
+    digits = load_digits()
+    idx = np.arange(len(digits.target))
+    train, test = train_test_split(idx, test_size=test_fraction, random_state=split_seed, stratify=digits.target)
+    names = [str(c) for c in range(10)]
+    out = {}
+    for folder, part in (('train', train), ('validation', test)):
+        images = [(Image.fromarray((digits.images[i] * 255 / 16).round().astype(np.uint8)).convert('RGB'),
+                   int(digits.target[i])) for i in part]
+        out[folder] = export_image_folder(images, names, Path(root) / folder)
     return out

@@ -9,7 +9,7 @@ Each class also derives from the builtin that Python code already expects at tha
 """
 
 __all__ = ['UserInputError', 'InvalidArgumentError', 'ArgumentTypeError', 'CheckpointError',
-           'CheckpointMismatchError', 'NotMaterializedError', 'MissingDependencyError']
+           'CheckpointMismatchError', 'NotMaterializedError', 'MissingDependencyError', 'InputShapeError']
 
 
 class UserInputError(Exception):
@@ -41,3 +41,8 @@ class NotMaterializedError(UserInputError, RuntimeError):
 
 class MissingDependencyError(UserInputError, ImportError):
     """An optional dependency (matplotlib, scikit-learn) is not installed; the message says what to install."""
+
+
+class InputShapeError(UserInputError, ValueError, AssertionError):
+    """A forward input of the wrong rank, channels or size; the message states the expected (B, C, H, W).
+    Also an AssertionError, as timm's own size check raises."""

@@ -17,6 +17,7 @@ import json
 import pickle
 import re
 import shutil
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -26,11 +27,11 @@ import yaml
 from timm.models import clean_state_dict
 from timm.models._hub import save_for_hf
 
-from .catalog import is_pkmixer_model
+from .catalog import check_model_kwargs, is_pkmixer_model
 from .errors import CheckpointError, InvalidArgumentError
 
-__all__ = ['TrainingCheckpoint', 'HubFolder', 'read_checkpoint', 'build_validated_model', 'check_finite',
-           'export_model_args', 'write_hub_folder', 'upload_to_hub', 'check_repo_id']
+__all__ = ['TrainingCheckpoint', 'HubFolder', 'load_checkpoint_file', 'read_checkpoint', 'build_validated_model',
+           'check_finite', 'export_model_args', 'write_hub_folder', 'upload_to_hub', 'check_repo_id']
 
 # train.py / factory arguments that do not change the function of a trained model
 _TRAINING_ONLY_ARGS = ('drop_rate', 'proj_drop_rate', 'drop_path_rate', 'drop_block_rate', 'pretrained_cfg',
@@ -69,10 +70,22 @@ class TrainingCheckpoint:
         return self.path.parent / 'summary.csv'
 
 
-def _load(path: Path) -> Any:
+def _corrupt(path: Path, error: BaseException) -> CheckpointError:
+    first_line = (str(error).strip().splitlines() or [''])[0]
+    return CheckpointError(f'{path}: cannot be read as a checkpoint, it is truncated or corrupt '
+                           f'({type(error).__name__}: {first_line})')
+
+
+def load_checkpoint_file(path: Path) -> Any:
+    """The object in a safetensors file or a ``torch.save`` file, read safely (no arbitrary unpickling):
+    a file that is not one of them, truncated or corrupt, is refused naming it."""
     if path.suffix == '.safetensors':
+        from safetensors import SafetensorError
         from safetensors.torch import load_file
-        return load_file(str(path), device='cpu')
+        try:
+            return load_file(str(path), device='cpu')
+        except (SafetensorError, OSError, ValueError) as e:
+            raise _corrupt(path, e) from e
     try:
         # train.py checkpoints hold their arguments as an argparse.Namespace
         if hasattr(torch.serialization, 'safe_globals'):
@@ -81,8 +94,14 @@ def _load(path: Path) -> Any:
         torch.serialization.add_safe_globals([argparse.Namespace])  # torch 2.4
         return torch.load(str(path), map_location='cpu', weights_only=True)
     except pickle.UnpicklingError as e:
+        if 'global' not in str(e).lower():  # not an object we refuse to build: a damaged or foreign file
+            detail = next((line for line in str(e).splitlines() if 'Unsupported' in line or 'truncated' in line),
+                          str(e).strip().splitlines()[0])
+            raise _corrupt(path, pickle.UnpicklingError(detail.strip())) from e
         raise CheckpointError(f'{path}: refusing to unpickle it; only safetensors files and checkpoints that '
                               f'torch.load(weights_only=True) reads are accepted ({str(e).splitlines()[0]})') from e
+    except (RuntimeError, EOFError, ValueError, zipfile.BadZipFile) as e:
+        raise _corrupt(path, e) from e
 
 
 def read_checkpoint(path: str, use_ema: bool = False) -> TrainingCheckpoint:
@@ -94,9 +113,11 @@ def read_checkpoint(path: str, use_ema: bool = False) -> TrainingCheckpoint:
         use_ema: Take the EMA weights (`state_dict_ema`) of a train.py checkpoint.
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(21, 'the checkpoint is a directory, not a file', str(path))
     if not path.is_file():
         raise FileNotFoundError(f'no checkpoint file at {path}')
-    obj = _load(path)
+    obj = load_checkpoint_file(path)
     if not isinstance(obj, dict):
         raise CheckpointError(f'{path}: holds a {type(obj).__name__}, neither a state dict nor a train.py checkpoint')
     is_state_dict = all(isinstance(v, torch.Tensor) for v in obj.values())
@@ -173,6 +194,7 @@ def build_validated_model(
     if not is_pkmixer_model(model_name):
         raise InvalidArgumentError(f'{model_name!r} is not a timm-pkmixer architecture (see `pkmixer models`)')
     kwargs = _model_kwargs(model_name, ckpt, dict(model_kwargs or {}))
+    check_model_kwargs(model_name, kwargs)
     model = timm.create_model(model_name, **kwargs)
     check_finite(ckpt.state_dict, str(ckpt.path))
     try:

@@ -15,7 +15,8 @@ from .errors import InvalidArgumentError, UserInputError
 from .width import patch_sweep
 
 __all__ = [
-    'RecipeError', 'load_recipe', 'check_recipe_keys', 'BatchAndLr', 'resolve_batch_and_lr',
+    'RecipeError', 'RecipeInfo', 'recipe_root', 'list_recipes', 'resolve_recipe', 'load_recipe', 'check_recipe_keys',
+    'BatchAndLr', 'resolve_batch_and_lr',
     'SweepPoint', 'imagenet_width_sweep', 'cifar_width_sweep', 'IMAGENET_SWEEP_OMEGA', 'IMAGENET_SWEEP_PATCHES',
     'CIFAR_SWEEP_PAIRS',
 ]
@@ -32,6 +33,61 @@ CIFAR_SWEEP_PAIRS: Dict[int, Tuple[Tuple[int, int], ...]] = {
 
 class RecipeError(UserInputError, ValueError):
     """A recipe file that cannot be used (not YAML, not a mapping, keys train.py does not know)."""
+
+
+def recipe_root() -> Path:
+    """The packaged recipes: ``timm_pkmixer/train_recipes`` in a wheel, ``train_recipes/`` in a checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / 'train_recipes', here.parent / 'train_recipes'):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(2, 'the packaged recipes are missing (a broken install?)', str(here / 'train_recipes'))
+
+
+@dataclass(frozen=True)
+class RecipeInfo:
+    """A packaged recipe: its name (``imagenet/rp_mixer_b_w``), file, dataset, model and paper section."""
+    name: str
+    path: Path
+    dataset: str
+    model: str
+    section: str
+
+
+def _section(path: Path) -> str:
+    for line in path.read_text(encoding='utf-8').splitlines():
+        if line.startswith('# paper:'):
+            return line[len('# paper:'):].strip()
+    return ''
+
+
+def list_recipes() -> List[RecipeInfo]:
+    """Every packaged recipe, sorted by name."""
+    root = recipe_root()
+    out = []
+    for path in sorted(root.glob('*/*.yaml')):
+        cfg = load_recipe(path)
+        dataset = str(cfg.get('dataset') or '').split('/')[-1] or path.parent.name
+        out.append(RecipeInfo(f'{path.parent.name}/{path.stem}', path, dataset, str(cfg.get('model', '')),
+                              _section(path)))
+    return out
+
+
+def resolve_recipe(name_or_path: str) -> Path:
+    """A recipe file: an existing path, or the name of a packaged recipe (``imagenet/rp_mixer_b_w``, with or
+    without ``.yaml``)."""
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    name = str(name_or_path).removesuffix('.yaml')
+    candidate = recipe_root() / f'{name}.yaml'
+    if candidate.is_file():
+        return candidate
+    names = [r.name for r in list_recipes()]
+    close = [n for n in names if n.split('/')[-1] == name.split('/')[-1] or name in n]
+    hint = f' Did you mean {", ".join(close)}?' if close else ' `pkmixer recipes` lists them.'
+    raise FileNotFoundError(2, f'no recipe file and no packaged recipe named {name_or_path!r}.{hint}',
+                            str(name_or_path))
 
 
 def load_recipe(path: str) -> Dict[str, Any]:

@@ -18,11 +18,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Dict, Iterator, List, Optional
 
-from .errors import InvalidArgumentError
-from .recipes import BatchAndLr, check_recipe_keys, load_recipe, resolve_batch_and_lr
+from .errors import InvalidArgumentError, UserInputError
+from .recipes import BatchAndLr, check_recipe_keys, load_recipe, resolve_batch_and_lr, resolve_recipe
 
-__all__ = ['TRAIN_PY_ENV', 'find_train_py', 'missing_train_py_message', 'load_train_py', 'train_py_arguments',
-           'format_train_args', 'TrainPlan', 'prepare_train', 'run_train']
+__all__ = ['TRAIN_PY_ENV', 'TrainArgumentError', 'find_train_py', 'missing_train_py_message', 'load_train_py',
+           'train_py_arguments', 'format_train_args', 'TrainPlan', 'prepare_train', 'run_train']
 
 TRAIN_PY_ENV = 'TIMM_TRAIN_PY'
 
@@ -91,10 +91,26 @@ def _argv(argv: List[str]) -> Iterator[None]:
         sys.argv = old
 
 
+class TrainArgumentError(UserInputError, ValueError):
+    """train.py's parser refused its arguments."""
+
+
 def _resolve(module: ModuleType, argv: List[str]) -> argparse.Namespace:
-    """train.py's own two-stage parse (config file defaults, then the command line)."""
-    with _argv(argv):
-        return module._parse_args()[0]
+    """train.py's own two-stage parse (config file defaults, then the command line); its usage errors are raised
+    as :class:`TrainArgumentError` instead of printing train.py's whole usage and exiting."""
+    def error(message: str) -> None:
+        raise TrainArgumentError(f'train.py refuses its arguments: {message}')
+
+    parsers = (module.config_parser, module.parser)
+    saved = [p.error for p in parsers]
+    try:
+        for p in parsers:
+            p.error = error
+        with _argv(argv):
+            return module._parse_args()[0]
+    finally:
+        for p, e in zip(parsers, saved):
+            p.error = e
 
 
 @dataclass
@@ -125,11 +141,14 @@ def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = 
                   global_batch: Optional[int] = None) -> TrainPlan:
     """Import train.py, check the recipe's keys against its parser and resolve the plan.
 
+    `recipe` is a file or the name of a packaged recipe (``imagenet/rp_mixer_b_w``).
+
     Raises FileNotFoundError for a missing train.py or recipe, and a UserInputError for an unknown recipe key
     or an impossible ``global_batch``.
     """
     import timm_pkmixer  # noqa: F401  (registers the models even with TIMM_PKMIXER_AUTOLOAD=0)
     path = find_train_py(train_py)
+    recipe = str(resolve_recipe(recipe))
     cfg = load_recipe(recipe)
     module = load_train_py(path)
     check_recipe_keys(cfg, train_py_arguments(module), recipe)

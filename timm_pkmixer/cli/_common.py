@@ -1,13 +1,32 @@
 """Argument groups shared by several commands, defined once, and the helper that registers a command."""
 import argparse
-from typing import Any, Callable
+import ast
+from typing import Any, Callable, Dict, Sequence
 
 from ..validation import cli_type, positive_int, positive_real
 
-__all__ = ['add_command', 'add_model_options', 'add_width_options', 'POSITIVE_INT', 'POSITIVE_REAL']
+__all__ = ['ParseKwargs', 'add_command', 'add_model_options', 'add_width_options', 'POSITIVE_INT', 'POSITIVE_REAL']
 
 POSITIVE_INT = cli_type(positive_int)
 POSITIVE_REAL = cli_type(positive_real, parse=float)
+
+
+class ParseKwargs(argparse.Action):
+    """``key=value …`` as train.py reads ``--model-kwargs`` (values by ``ast.literal_eval``, else strings), but an
+    item without ``=`` or with an empty key is a usage error, not a traceback."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Sequence[str],
+                 option_string: Any = None) -> None:
+        kwargs: Dict[str, Any] = {}
+        for item in values:
+            key, sep, text = item.partition('=')
+            if not sep or not key.isidentifier():
+                raise argparse.ArgumentError(self, f'expected key=value with a Python name as key, got {item!r}')
+            try:
+                kwargs[key] = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                kwargs[key] = text  # a plain string, as timm's ParseKwargs reads it
+        setattr(namespace, self.dest, kwargs)
 
 
 def add_command(subparsers: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int],
@@ -20,7 +39,6 @@ def add_command(subparsers: argparse._SubParsersAction, name: str, run: Callable
 
 def add_model_options(parser: argparse.ArgumentParser, required: bool = True, help: str = '') -> None:
     """--model NAME and --model-kwargs k=v … (timm's format, as in train.py)."""
-    from timm.utils import ParseKwargs
     parser.add_argument('--model', required=required, help=help or 'a registered timm-pkmixer model, e.g. rp_mixer_b_w')
     parser.add_argument('--model-kwargs', nargs='*', default={}, action=ParseKwargs,
                         help='key=value model arguments, as train.py takes them (e.g. perm_seed=3 num_blocks=4)')

@@ -2,15 +2,40 @@
 import argparse
 import hashlib
 import os
+import traceback
 
+from ..errors import InvalidArgumentError
 from ..validation import cli_type, positive_int
 from ._common import add_command
 
 __all__ = ['add_commands']
 
 
+_FLAGS = ('--dry-run', '--list-train-args')
+_VALUED = {'--train-py': 'train_py', '--global-batch': 'global_batch'}
+
+
+def _own_options_after_the_recipe(args: argparse.Namespace) -> None:
+    """Move this command's options found among the train.py arguments (after the recipe) into `args`."""
+    rest, items = [], iter(args.train_args)
+    for item in items:
+        flag, sep, value = item.partition('=')
+        if item in _FLAGS:
+            setattr(args, item[2:].replace('-', '_'), True)
+        elif flag in _VALUED:
+            if not sep:
+                value = next(items, None)
+                if value is None:
+                    raise InvalidArgumentError(f'argument {flag}: expected one argument')
+            dest = _VALUED[flag]
+            setattr(args, dest, args.parse_value[dest](value) if dest in args.parse_value else value)
+        else:
+            rest.append(item)
+    args.train_args = rest
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..errors import InvalidArgumentError
+    _own_options_after_the_recipe(args)
     from ..train_py import (
         TRAIN_PY_ENV,
         find_train_py,
@@ -33,8 +58,22 @@ def run(args: argparse.Namespace) -> int:
         for line in plan.describe():
             print(line, flush=True)
     if not args.dry_run:
-        run_train(plan)
+        try:
+            run_train(plan)
+        except Exception:  # train.py's own failure, whatever its type: its traceback, as train.py prints it
+            traceback.print_exc()
+            return 1
     return 0
+
+
+def _raising(convert, flag: str):
+    """An argparse type converter whose errors are raised as user errors naming `flag`."""
+    def parse(text: str):
+        try:
+            return convert(text)
+        except argparse.ArgumentTypeError as e:
+            raise InvalidArgumentError(f'argument {flag}: {e}') from None
+    return parse
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -43,11 +82,14 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         subparsers, 'train', run,
         help="run timm's train.py with a recipe (works under torchrun: -m timm_pkmixer train …)",
         description="Run timm's own train.py with a recipe and this plugin registered.",
-        epilog='Arguments after the recipe go to train.py unchanged.')
+        epilog="This command's own options may come before or after the recipe; every other argument after the "
+               'recipe goes to train.py unchanged.')
     p.add_argument('recipe', nargs='?', help='a YAML recipe, e.g. train_recipes/imagenet/rp_mixer_b_w.yaml')
     p.add_argument('train_args', nargs=argparse.REMAINDER, help='train.py arguments (override the recipe)')
     p.add_argument('--train-py', default=None, help=f"path of timm's train.py (default: ${TRAIN_PY_ENV})")
-    p.add_argument('--global-batch', type=cli_type(positive_int, name='global batch'), default=None,
+    global_batch = cli_type(positive_int, name='global batch')
+    p.set_defaults(parse_value={'global_batch': _raising(global_batch, '--global-batch')})
+    p.add_argument('--global-batch', type=global_batch, default=None,
                    help='set grad_accum_steps so that batch_size × processes × steps equals this')
     p.add_argument('--dry-run', action='store_true', help='print the resolved plan and stop')
     p.add_argument('--list-train-args', action='store_true',

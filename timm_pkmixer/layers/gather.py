@@ -15,6 +15,8 @@ device type        mode          backend
 any other          ``eager``     ``index_select``
 any other          ``compile``   ``index_select`` (inductor may fuse it with its neighbours)
 any                ``export``    ``index_select`` (``torch.export``, ONNX)
+any                ``trace``     ``plain``: index_select with autograd's own backward (``torch.jit.trace``
+                                 checks that graphs match with and without gradients, so one code path)
 any                ``script``    ``index_select`` (fixed: TorchScript cannot call Python)
 =================  ============  ==============================================================
 
@@ -37,7 +39,7 @@ __all__ = ['GATHER_TABLE', 'MODES', 'GatherFn', 'permute', 'current_mode', 'gath
            'tuned_choices']
 
 GatherFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Sequence[int]], torch.Tensor]
-MODES = ('eager', 'compile', 'export')
+MODES = ('eager', 'compile', 'export', 'trace')
 
 # (device type, mode) -> backend: a built-in name or 'package.module:function'. '*' is any device type.
 GATHER_TABLE: Dict[Tuple[str, str], str] = {
@@ -46,6 +48,7 @@ GATHER_TABLE: Dict[Tuple[str, str], str] = {
     ('*', 'eager'): 'index_select',
     ('*', 'compile'): 'index_select',
     ('*', 'export'): 'index_select',
+    ('*', 'trace'): 'plain',
 }
 
 
@@ -90,6 +93,12 @@ def index_select_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Ten
     if torch.is_grad_enabled() and x.requires_grad:
         return _IndexSelect.apply(x, index, inverse, tuple(out_shape))
     return _index_select_into(x, index, out_shape)
+
+
+def plain_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor,
+                 out_shape: Sequence[int]) -> torch.Tensor:
+    """index_select and a reshape, whatever the grad mode; autograd's own backward (an index_add)."""
+    return x.index_select(1, index).reshape(x.shape[0], *out_shape)
 
 
 # ---------------------------------------------------------------- backend: gather (expanded index)
@@ -210,6 +219,7 @@ def opaque_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor,
 
 _RESOLVED: Dict[str, GatherFn] = {
     'index_select': index_select_gather,
+    'plain': plain_gather,
     'gather': expanded_gather,
     'tuned': tuned_gather,
     'opaque': opaque_gather,
@@ -217,7 +227,10 @@ _RESOLVED: Dict[str, GatherFn] = {
 
 
 def current_mode() -> str:
-    """'export' under torch.export / ONNX export, 'compile' under torch.compile, else 'eager'."""
+    """'export' under torch.export / ONNX export, 'compile' under torch.compile, 'trace' under torch.jit.trace,
+    else 'eager'."""
+    if torch.jit.is_tracing():
+        return 'trace'
     is_exporting = getattr(torch.compiler, 'is_exporting', None)
     if is_exporting is not None and is_exporting():
         return 'export'

@@ -3,14 +3,15 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
+from timm.layers import register_notrace_function
 from timm.models._features import feature_take_indices
 
-from ..errors import InvalidArgumentError
+from ..errors import InputShapeError, InvalidArgumentError
 from ..layers.structure import DerivedStructure
 from ..validation import choice, int_pair, non_negative_int
 from ._checkpoint import check_state_dict
 
-__all__ = ['ALTERNATIVE_ARGS', 'merge_args', 'patch_grid', 'paper_cfg', 'PKModelMixin']
+__all__ = ['ALTERNATIVE_ARGS', 'merge_args', 'patch_grid', 'paper_cfg', 'check_input', 'PKModelMixin']
 
 # Arguments that choose the same thing in different terms: when a caller gives one of a group, the entry
 # point's defaults for the others are dropped (rp_mixer_b_w's default gamma=4.57 yields to mlp_ratio=...).
@@ -39,6 +40,23 @@ def patch_grid(img_size: Any, patch_size: Any) -> Tuple[Tuple[int, int], Tuple[i
     if img[0] % patch[0] or img[1] % patch[1]:
         raise InvalidArgumentError(f'patch_size {patch_size} does not divide img_size {img_size}')
     return img, patch, (img[0] // patch[0], img[1] // patch[1])
+
+
+@register_notrace_function  # a leaf of FX graphs (timm's tracer; the model files also torch.fx.wrap it)
+def check_input(x: torch.Tensor, in_chans: int, img_size: Tuple[int, int]) -> torch.Tensor:
+    """`x` if it is a (B, in_chans, H, W) batch of the model's image size, else InputShapeError saying what is
+    expected (instead of an unpacking or convolution error deep in torch)."""
+    expected = f'(B, {in_chans}, {img_size[0]}, {img_size[1]})'
+    if x.dim() != 4:
+        raise InputShapeError(f'expected a 4-D input {expected}, got a {x.dim()}-D tensor of shape {tuple(x.shape)}')
+    if x.shape[1] != in_chans:
+        raise InputShapeError(f'Input channels ({x.shape[1]}) don\'t match model ({in_chans}): expected {expected}, '
+                              f'got {tuple(x.shape)}')
+    for axis, name in ((2, 'height'), (3, 'width')):
+        if x.shape[axis] != img_size[axis - 2]:
+            raise InputShapeError(f"Input {name} ({x.shape[axis]}) doesn't match model ({img_size[axis - 2]}): "
+                                  f'expected {expected}, got {tuple(x.shape)}')
+    return x
 
 
 def paper_cfg(url: str = '', **kwargs: Any) -> Dict[str, Any]:

@@ -55,9 +55,11 @@ from ..validation import (
     real_pair,
 )
 from ._checkpoint import checkpoint_filter_fn
-from ._common import PKModelMixin, merge_args, paper_cfg, patch_grid
+from ._common import PKModelMixin, check_input, merge_args, paper_cfg, patch_grid
 
 __all__ = ['PKMixerBlock', 'PKMixer']
+
+torch.fx.wrap('check_input')  # the input check is one node of an FX graph
 
 
 class PKMixerBlock(nn.Module):
@@ -260,6 +262,7 @@ class PKMixer(PKModelMixin, nn.Module):
 
         self.num_classes = num_classes
         self.in_chans = in_chans
+        self.img_size = img_size
         self.global_pool = global_pool
         self.num_features = self.head_hidden_size = self.embed_dim = embed_dim
         self.grad_checkpointing = False
@@ -362,6 +365,8 @@ class PKMixer(PKModelMixin, nn.Module):
         intermediates = []
         take_indices, max_index = feature_take_indices(len(self.blocks), indices)
 
+        if not torch.jit.is_scripting():
+            x = check_input(x, self.in_chans, self.img_size)
         B, _, height, width = x.shape
         x = self.stem(x)
         if torch.jit.is_scripting() or not stop_early:
@@ -386,6 +391,8 @@ class PKMixer(PKModelMixin, nn.Module):
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """(B, in_chans, H, W) → (B, S, C)."""
+        if not torch.jit.is_scripting():
+            x = check_input(x, self.in_chans, self.img_size)
         x = self.stem(x)
         if self.grad_checkpointing and not torch.jit.is_scripting():
             x = checkpoint_seq(self.blocks, x)

@@ -28,12 +28,14 @@ from ..layers import MaskedLinear
 from ..validation import choice, integer, non_negative_int, optional, positive_int, positive_real, probability, rate
 from ..width import sw_mlp_width
 from ._checkpoint import checkpoint_filter_fn
-from ._common import PKModelMixin, merge_args, paper_cfg, patch_grid
+from ._common import PKModelMixin, check_input, merge_args, paper_cfg, patch_grid
 from .pk_mixer import _act_layer
 
 MAX_WIDTH = 2 ** 20  # m² = 2^40 weights per layer (4 TiB in fp32): far past any machine
 
 __all__ = ['SparseBlock', 'SwMlp']
+
+torch.fx.wrap('check_input')  # the input check is one node of an FX graph
 
 
 class SparseBlock(nn.Module):
@@ -136,6 +138,7 @@ class SwMlp(PKModelMixin, nn.Module):
 
         self.num_classes = num_classes
         self.in_chans = in_chans
+        self.img_size = img_size
         self.global_pool = global_pool
         self.density = density
         self.width = width
@@ -184,6 +187,8 @@ class SwMlp(PKModelMixin, nn.Module):
         return dict(stem=r'^stem|^in_proj', blocks=[(r'^blocks\.(\d+)', None), (r'^norm', (99999,))])
 
     def _vector_features(self, x: torch.Tensor) -> torch.Tensor:
+        if not torch.jit.is_scripting():
+            x = check_input(x, self.in_chans, self.img_size)
         x = self.stem(x)                         # (B, S0, C) per-patch FC
         return self.in_proj(x.flatten(1))        # (B, m)
 

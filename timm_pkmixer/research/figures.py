@@ -180,3 +180,115 @@ def plot_runs(paths: Sequence[str], out: str, labels: Optional[Sequence[str]] = 
         axes[1].set_xlabel('epoch'), axes[1].set_ylabel('val top-1 (%)'), axes[1].set_title('validation accuracy')
         axes[1].legend(fontsize=7)
     fig.savefig(out, dpi=100)
+
+
+def _series(points, key):
+    """Mean and sd of top-1 error per x value, for normal and random permutations separately."""
+    out: Dict[str, List[tuple]] = {}
+    for p in points:
+        row = p.row()
+        label = row['permutation'] if row['permutation'] in ('normal', 'random') else 'mixed'
+        if row['model'].startswith('sw_mlp'):
+            label = 'SW-MLP'
+        out.setdefault(label, []).append((key(row), row['top1_err_mean'], row['top1_err_sd']))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+_STYLE = {'normal': dict(color='tab:blue', marker='o', label='normal'),
+          'random': dict(color='tab:red', marker='s', label='RP'),
+          'mixed': dict(color='tab:purple', marker='^', label='mixed'),
+          'SW-MLP': dict(color='tab:green', marker='D', label='SW-MLP')}
+
+
+def _errorbars(ax, series) -> None:
+    for label, values in series.items():
+        xs, ys, sds = zip(*values)
+        sds = [0 if math.isnan(s) else s for s in sds]
+        ax.errorbar(xs, ys, yerr=sds, capsize=3, lw=1.2, ms=5, **_STYLE.get(label, dict(label=label)))
+    ax.set_ylabel('test error (%)')
+    ax.legend(fontsize=8)
+
+
+def plot_report(report, out_dir) -> List:
+    """The figures of `pkmixer report`, one per experiment present, plus eval-loss curves (D.7); returns the files."""
+    from pathlib import Path
+    Figure = require_matplotlib()
+    out_dir = Path(out_dir)
+    by_exp: Dict[str, list] = {}
+    for p in report.points:
+        by_exp.setdefault(p.experiment, []).append(p)
+    written = []
+    for exp, points in by_exp.items():
+        if exp == 'width':
+            fig = Figure(figsize=(10, 3.8), layout='constrained')
+            ax_c, ax_m = fig.subplots(1, 2)
+            mixers = [p for p in points if p.description.dim is not None]
+            _errorbars(ax_c, _series(mixers, lambda r: r['embed_dim']))
+            ax_c.set_xscale('log'), ax_c.set_xlabel('channels C (at fixed Ω)')
+            square = [p.row()['embed_dim'] for p in mixers if p.description.dim == p.description.num_tokens]
+            for c in sorted(set(square)):
+                ax_c.axvline(c, color='grey', ls='--', lw=0.8)
+            ax_c.set_title('error against C (dashed: C = S)', fontsize=10)
+            _errorbars(ax_m, _series(points, lambda r: r['width']))
+            ax_m.set_xlabel('effective width m'), ax_m.set_title('error against m', fontsize=10)
+        elif exp == 'depth':
+            fig = Figure(figsize=(5.5, 3.8), layout='constrained')
+            ax = fig.subplots()
+            _errorbars(ax, _series(points, lambda r: r['num_blocks']))
+            ax.set_xlabel('depth L (blocks)'), ax.set_title('error against depth (Fig. 7)', fontsize=10)
+        elif exp == 'rp-block':
+            fig = Figure(figsize=(6.5, 3.8), layout='constrained')
+            ax = fig.subplots()
+            rows = [p.row() for p in points]
+            singles = sorted((r for r in rows if r['permutation'] not in ('normal', 'random')),
+                             key=lambda r: r['permutation'].index('R'))
+            xs = [r['permutation'].index('R') for r in singles]
+            ax.bar(xs, [r['top1_err_mean'] for r in singles],
+                   yerr=[0 if math.isnan(r['top1_err_sd']) else r['top1_err_sd'] for r in singles], capsize=3,
+                   color='tab:purple', alpha=0.8, label='block l alone random')
+            for r in rows:
+                if r['permutation'] in ('normal', 'random'):
+                    ax.axhline(r['top1_err_mean'], ls='--', **{k: v for k, v in _STYLE[r['permutation']].items()
+                                                                if k in ('color', 'label')})
+            ax.set_xticks(xs), ax.set_xlabel('position l of the random block'), ax.set_ylabel('test error (%)')
+            lows = [r['top1_err_mean'] for r in rows]
+            ax.set_ylim(min(lows) * 0.9, max(lows) * 1.08)
+            ax.set_title('one RP block among normal ones (Fig. S.4)', fontsize=10)
+            ax.legend(fontsize=8)
+        elif exp == 'gamma':
+            fig = Figure(figsize=(5.5, 3.8), layout='constrained')
+            ax = fig.subplots()
+            _errorbars(ax, _series(points, lambda r: r['embed_dim']))
+            ax.set_xscale('log'), ax.set_xlabel('channels C at fixed m (γ from eq. S.46)')
+            ax.set_title('error against C at fixed m (Fig. S.3)', fontsize=10)
+        else:
+            fig = Figure(figsize=(5.5, 3.8), layout='constrained')
+            ax = fig.subplots()
+            _errorbars(ax, _series(points, lambda r: r['patch_size']))
+            ax.set_xscale('log', base=2), ax.set_xlabel('patch size P'), ax.set_title('error against P (Fig. S.5)',
+                                                                                    fontsize=10)
+        path = out_dir / f'{exp}.png'
+        fig.savefig(path, dpi=100)
+        written.append(path)
+        written.append(_plot_eval_loss(Figure, exp, points, out_dir))
+    return written
+
+
+def _plot_eval_loss(Figure, exp, points, out_dir):
+    """Mean eval-loss curves per point, normal solid and RP dashed (the overfitting comparison of D.7)."""
+    fig = Figure(figsize=(6.5, 3.8), layout='constrained')
+    ax = fig.subplots()
+    cmap = [f'C{i}' for i in range(10)]
+    for i, p in enumerate(points):
+        curves = [r.curves['eval_loss'] for r in p.runs]
+        n = min(len(c) for c in curves)
+        mean = np.mean([c[:n] for c in curves], axis=0)
+        label_perm = p.description.permutation_label or 'SW-MLP'
+        ls = '--' if label_perm == 'random' else '-'
+        ax.plot(np.arange(n), mean, ls=ls, color=cmap[i % 10], lw=1, label=p.point)
+    ax.set_xlabel('epoch'), ax.set_ylabel('eval loss (mean over seeds)')
+    ax.set_title(f'{exp}: eval loss (dashed: RP)', fontsize=10)
+    ax.legend(fontsize=6, ncol=2)
+    path = out_dir / f'eval_loss_{exp}.png'
+    fig.savefig(path, dpi=100)
+    return path

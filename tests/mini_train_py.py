@@ -1,0 +1,100 @@
+"""A small stand-in for timm's train.py, for CI: timm's train.py is not in the timm wheel nor its sdist, and CI
+cannot download it. It has train.py's interface where `pkmixer train` and `pkmixer report` meet it — the two
+parsers (``config_parser`` with ``--config``, ``parser``), ``_parse_args()``, ``main()``, and the outputs
+``<output>/<experiment>/args.yaml`` and ``summary.csv`` written by timm's own ``update_summary`` — and trains
+for real with timm's dataset, loader, optimizer and scheduler factories. With ``TIMM_TRAIN_PY`` set, the tests
+that use it run the real train.py instead."""
+import argparse
+import os
+
+import torch
+import yaml
+from timm.utils import ParseKwargs, update_summary
+
+config_parser = parser = argparse.ArgumentParser(description='Training Config', add_help=False)
+parser.add_argument('-c', '--config', default='', type=str)
+parser = argparse.ArgumentParser(description='stand-in for timm train.py')
+parser.add_argument('--model', default='resnet50')
+parser.add_argument('--model-kwargs', nargs='*', default={}, action=ParseKwargs)
+parser.add_argument('--device-modules', nargs='+', default=None)
+parser.add_argument('--data-dir', default='')
+parser.add_argument('--train-split', default='train')
+parser.add_argument('--val-split', default='validation')
+parser.add_argument('--num-classes', type=int, default=None)
+parser.add_argument('--img-size', type=int, default=None)
+parser.add_argument('-b', '--batch-size', type=int, default=128)
+parser.add_argument('--grad-accum-steps', type=int, default=1)
+parser.add_argument('--opt', default='adamw')
+parser.add_argument('--lr', type=float, default=None)
+parser.add_argument('--lr-base', type=float, default=0.1)
+parser.add_argument('--lr-base-size', type=int, default=256)
+parser.add_argument('--lr-base-scale', type=str, default='')
+parser.add_argument('--weight-decay', type=float, default=0.05)
+parser.add_argument('--sched', default='cosine')
+parser.add_argument('--epochs', type=int, default=2)
+parser.add_argument('--cooldown-epochs', type=int, default=0)
+parser.add_argument('--warmup-epochs', type=int, default=0)
+parser.add_argument('--seed', type=int, default=42)
+parser.add_argument('--experiment', default='')
+parser.add_argument('--output', default='')
+parser.add_argument('--workers', type=int, default=0)
+parser.add_argument('--device', default='cpu')
+parser.add_argument('--stop-after-epochs', type=int, default=None, help='stand-in only: simulate a killed run')
+
+
+def _parse_args():
+    args_config, remaining = config_parser.parse_known_args()
+    if args_config.config:
+        with open(args_config.config) as f:
+            parser.set_defaults(**yaml.safe_load(f))
+    args = parser.parse_args(remaining)
+    return args, yaml.safe_dump(args.__dict__, default_flow_style=False)
+
+
+def main():
+    import timm
+    from timm.data import create_dataset, create_loader, resolve_data_config
+    from timm.optim import create_optimizer_v2
+    from timm.scheduler import create_scheduler_v2
+    args, args_text = _parse_args()
+    torch.manual_seed(args.seed)
+    model = timm.create_model(args.model, num_classes=args.num_classes, **args.model_kwargs)
+    out = os.path.join(args.output or 'output', args.experiment or args.model)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, 'args.yaml'), 'w') as f:
+        f.write(args_text)
+    cfg = resolve_data_config(vars(args), model=model)
+    loaders = {}
+    for split, training in ((args.train_split, True), (args.val_split, False)):
+        ds = create_dataset('', root=args.data_dir, split=split, is_training=training)
+        loaders[training] = create_loader(ds, input_size=cfg['input_size'], batch_size=args.batch_size,
+                                          is_training=training, no_aug=True, mean=cfg['mean'], std=cfg['std'],
+                                          crop_pct=1.0, num_workers=0, use_prefetcher=False)
+    optimizer = create_optimizer_v2(model, args.opt, lr=args.lr or 0.01, weight_decay=args.weight_decay)
+    scheduler, epochs = create_scheduler_v2(optimizer, args.sched, num_epochs=args.epochs,
+                                            warmup_epochs=args.warmup_epochs, cooldown_epochs=args.cooldown_epochs)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for epoch in range(epochs if args.stop_after_epochs is None else args.stop_after_epochs):
+        model.train()
+        for x, y in loaders[True]:
+            loss = loss_fn(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        scheduler.step(epoch + 1)
+        model.eval()
+        correct = total = 0
+        eval_loss = 0.
+        with torch.no_grad():
+            for x, y in loaders[False]:
+                logits = model(x)
+                eval_loss += loss_fn(logits, y).item() * len(y)
+                correct += (logits.argmax(-1) == y).sum().item()
+                total += len(y)
+        update_summary(epoch, {'loss': loss.item()}, {'loss': eval_loss / total, 'top1': 100. * correct / total},
+                       filename=os.path.join(out, 'summary.csv'), lr=optimizer.param_groups[0]['lr'],
+                       write_header=epoch == 0)
+
+
+if __name__ == '__main__':
+    main()
