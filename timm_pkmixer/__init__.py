@@ -13,6 +13,7 @@ from .errors import (
     NotMaterializedError,
     UserInputError,
 )
+from .expand import expand_resolution
 from .layers import FixedPermutation, MaskedLinear, PKMlp, SkipLayer, make_pk_mlp
 from .models import PKMixer, PKMixerBlock, SparseBlock, SwMlp, check_state_dict
 

@@ -42,6 +42,7 @@ class ModelDescription:
     permutation: Tuple[str, ...] = ()    # per block: 'normal' or 'random' (Mixers)
     perm_seed: Optional[int] = None      # seed of the random permutations (when any block is random)
     mask_seed: Optional[int] = None      # seed of the SW-MLP masks
+    tiles: int = 1                       # K: expanded from K-times smaller images, K × K tiles (expand_resolution)
 
     @property
     def gamma_tokens(self) -> Optional[float]:
@@ -117,6 +118,7 @@ def describe_mixer(
         channel_hidden: Optional[int] = None,
         permutation: Sequence[str] = (),
         perm_seed: Optional[int] = None,
+        tiles: int = 1,
 ) -> ModelDescription:
     """The description of a Mixer with S tokens, C channels, L blocks, these hidden widths (None: one FC,
     an S-Mixer) and per-block permutations (default: all normal).
@@ -136,7 +138,7 @@ def describe_mixer(
         family=family, block_type=block_type, depth=depth, width=s * c, omega=omega,
         density=(1 / c + 1 / s) / 2, gamma=2 * omega / (c * s * s + c * c * s), num_tokens=s, dim=c,
         token_hidden=token_hidden, channel_hidden=channel_hidden, permutation=permutation,
-        perm_seed=perm_seed if random else None)
+        perm_seed=perm_seed if random else None, tiles=tiles)
 
 
 def describe_sw_mlp(width: int, depth: int, density: float, hidden: Optional[int] = None,

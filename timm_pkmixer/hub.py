@@ -248,6 +248,7 @@ def write_hub_folder(
         repo_id: str,
         license: Optional[str] = None,
         datasets: Optional[List[str]] = None,
+        expanded_from: Optional[Dict[str, Any]] = None,
 ) -> HubFolder:
     """Write what a push uploads into the empty or new directory `out_dir`.
 
@@ -259,6 +260,9 @@ def write_hub_folder(
         repo_id: 'org/name' (for the model card's usage snippet).
         license: Card and config license (default: the architecture's, apache-2.0).
         datasets: Hub dataset ids for the card (default: train.py's --dataset, if it names one).
+        expanded_from: For a model made by `expand_resolution` from the checkpoint's: what it was expanded from and
+            how (shown in the card). The run's accuracy and hyper-parameters then describe the original, not this
+            model, and are left out.
     """
     from .model_card import build_model_card, datasets_from_args, read_run_metrics, render_model_card
     out = Path(out_dir)
@@ -269,19 +273,22 @@ def write_hub_folder(
     out.mkdir(parents=True, exist_ok=True)
     license = license or model.pretrained_cfg.get('license') or 'apache-2.0'
     model_args = export_model_args(model, build_kwargs)
-    model.pretrained_cfg = _export_pretrained_cfg(model, ckpt.train_args, license)
+    train_args = {} if expanded_from else ckpt.train_args
+    model.pretrained_cfg = _export_pretrained_cfg(model, train_args, license)
     save_for_hf(model, str(out), model_args=model_args, safe_serialization=True)
 
-    hparams = ckpt.hparams_file
+    hparams = None if expanded_from else ckpt.hparams_file
     if hparams is not None:
         shutil.copyfile(hparams, out / 'train_hparams.yaml')
-    run_had_ema_eval = ckpt.has_ema and not ckpt.train_args.get('model_ema_force_cpu', False)
-    metrics, note = read_run_metrics(ckpt.summary_file, ckpt.epoch, ckpt.use_ema, run_had_ema_eval)
+    metrics, note = None, ''
+    if not expanded_from:
+        run_had_ema_eval = ckpt.has_ema and not ckpt.train_args.get('model_ema_force_cpu', False)
+        metrics, note = read_run_metrics(ckpt.summary_file, ckpt.epoch, ckpt.use_ema, run_had_ema_eval)
     model_name = model.pretrained_cfg['architecture']
     card = build_model_card(
         model_name, repo_id, model_args, license=license,
-        datasets=datasets if datasets is not None else datasets_from_args(ckpt.train_args),
-        train_args=ckpt.train_args, has_hparams_file=hparams is not None, metrics=metrics)
+        datasets=datasets if datasets is not None else datasets_from_args(train_args),
+        train_args=train_args, has_hparams_file=hparams is not None, metrics=metrics, expanded_from=expanded_from)
     (out / 'README.md').write_text(render_model_card(card, repo_id), encoding='utf-8')
     return HubFolder(out, sorted(p.name for p in out.iterdir()), [note] if note else [])
 

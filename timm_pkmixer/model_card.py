@@ -113,8 +113,10 @@ def build_model_card(
         train_args: Optional[Dict[str, Any]] = None,
         has_hparams_file: bool = False,
         metrics: Optional[RunMetrics] = None,
+        expanded_from: Optional[Dict[str, Any]] = None,
 ) -> Dict[str, Any]:
-    """The `model_card` dict that timm's `generate_readme` renders."""
+    """The `model_card` dict that timm's `generate_readme` renders (`expanded_from`: an 'Expanded from' section
+    for a model made by `expand_resolution`)."""
     s = summarize(model_name, **model_args)
     arch = {'family': s.family, 'timm architecture': f'`{model_name}`'}
     if s.num_tokens is not None:
@@ -144,9 +146,13 @@ def build_model_card(
         details['Training'] = recipe
     if metrics is not None:
         details['Results'] = _results(metrics, train_args or {})
+    if expanded_from:
+        details['Expanded from'] = expanded_from
+    how = ('expanded from a trained model to a larger image size, for fine-tuning (MLP-Mixer App. C)'
+           if expanded_from else 'trained with timm')
     description = (
         f'An {s.family} of the PK family of Hayase & Karakida, "{PAPER_TITLE}" (ICML 2024, arXiv:{PAPER_ARXIV}), '
-        f'trained with timm. The architecture comes from '
+        f'{how}. The architecture comes from '
         f'[timm-pkmixer](https://pypi.org/project/timm-pkmixer/), which registers it in timm.')
     return {
         'tags': ['image-classification', 'timm', 'timm-pkmixer', s.family_tag, f'arxiv:{PAPER_ARXIV}'],

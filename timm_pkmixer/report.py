@@ -43,6 +43,11 @@ _SEED_SUFFIX = re.compile(r'[-_]seed(\d+)$')
 _EXPERIMENT_PREFIX = {'depth_': 'depth', 'rpblock_': 'rp-block', 'gamma_': 'gamma', 'patch_': 'patch'}
 
 
+def _natural(text: str) -> Tuple:
+    """'depth_L4' before 'depth_L12': numbers compared as numbers."""
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r'(\d+)', text))
+
+
 def _experiment(point: str) -> str:
     return next((e for prefix, e in _EXPERIMENT_PREFIX.items() if point.startswith(prefix)), 'width')
 
@@ -191,7 +196,7 @@ def build_report(paths: Sequence[str]) -> Report:
     report = Report(points=[])
     cache: Dict[Tuple, Any] = {}
     by_point: OrderedDict[str, List[Run]] = OrderedDict()
-    for run in sorted(runs, key=lambda r: (r.experiment, r.point, r.seed)):
+    for run in sorted(runs, key=lambda r: (r.experiment, _natural(r.point), r.seed)):
         if not run.finished:
             report.unfinished.append(run)
             continue

@@ -70,17 +70,23 @@ def sweep_points_for(model: str, permutation: str, omega: Optional[int] = None) 
                                '(ImageNet, Fig. 6d) or of an s_mixer_* model (C.4 pairs)')
 
 
-def _width(base: Mapping[str, Any], permutations: Sequence[str], omega: Optional[int]) -> List[ExperimentPoint]:
+# model arguments an SW-MLP shares with the S-Mixer of the same sweep (input, patches, depth)
+_SHARED_WITH_SW_MLP = ('img_size', 'in_chans', 'patch_size', 'num_blocks', 'act_layer', 'drop_rate')
+
+
+def _width(base: Mapping[str, Any], kwargs: Mapping[str, Any], permutations: Sequence[str],
+           omega: Optional[int]) -> List[ExperimentPoint]:
     points = []
     for permutation in permutations:
         for p in sweep_points_for(base['model'], permutation, omega):
-            points.append(ExperimentPoint('width', p.name, p.model, dict(p.model_kwargs),
+            points.append(ExperimentPoint('width', p.name, p.model, {**kwargs, **p.model_kwargs},
                                           seeded='perm_seed' if permutation == 'random' else ''))
     if base['model'].startswith('s_mixer_') and omega in (None, 2 ** 18):  # the SW-MLP arm of Fig. 5
+        shared = {k: v for k, v in kwargs.items() if k in _SHARED_WITH_SW_MLP}
         for p in SW_MLP_DENSITIES:
             m = sw_mlp_width(2 ** 18, p)
-            points.append(ExperimentPoint('width', f'sw_mlp_o18_32_p{p:g}_m{m}', 'sw_mlp_o18_32', dict(density=p),
-                                          seeded='mask_seed'))
+            points.append(ExperimentPoint('width', f'sw_mlp_o18_32_p{p:g}_m{m}', 'sw_mlp_o18_32',
+                                          dict(shared, density=p), seeded='mask_seed'))
     return points
 
 
@@ -172,7 +178,7 @@ def experiment_points(
         raise InvalidArgumentError('the base recipe has no `model`')
     kwargs = {**(base.get('model_kwargs') or {}), **(model_kwargs or {})}
     if experiment == 'width':
-        return _width(base, permutations, omega)
+        return _width(base, kwargs, permutations, omega)
     if experiment == 'depth':
         return _depth(base, kwargs, permutations)
     if experiment == 'rp-block':

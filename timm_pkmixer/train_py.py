@@ -124,14 +124,23 @@ class TrainPlan:
 
     def describe(self) -> List[str]:
         """The plan in two lines: the model, and the global batch and learning rate."""
-        from .catalog import summarize
+        import timm
+
+        from .catalog import check_model_kwargs, is_pkmixer_model
         args, plan = self.args, self.batch
         kwargs = dict(args.model_kwargs or {})
         if args.num_classes is not None:
             kwargs['num_classes'] = args.num_classes
-        s = summarize(args.model, **kwargs)
-        geometry = f'S={s.num_tokens} C={s.dim}' if s.num_tokens is not None else f'L={s.depth}'
-        return [f'[pkmixer] model {args.model} {kwargs or ""}: {geometry} m={s.width} params={s.params / 1e6:.2f}M',
+        if is_pkmixer_model(args.model):
+            check_model_kwargs(args.model, kwargs)
+        model = timm.create_model(args.model, device='meta', **kwargs)  # a name, or local-dir: / hf-hub: config
+        params = sum(p.numel() for p in model.parameters())
+        if hasattr(model, 'describe'):
+            s = model.describe()
+            geometry = (f'S={s.num_tokens} C={s.dim}' if s.num_tokens is not None else f'L={s.depth}') + f' m={s.width}'
+        else:
+            geometry = f'({type(model).__name__}, not a timm-pkmixer model)'
+        return [f'[pkmixer] model {args.model} {kwargs or ""}: {geometry} params={params / 1e6:.2f}M',
                 f'[pkmixer] global batch {plan.global_batch} = {plan.per_device_batch} per process × '
                 f'{self.world_size} processes × {plan.grad_accum_steps} accumulation steps; lr {plan.lr:.6g} '
                 f'({plan.rule}); {args.opt}, {args.sched} schedule, {args.epochs} epochs']

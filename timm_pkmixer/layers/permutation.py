@@ -15,7 +15,8 @@ Random permutations are derived, not drawn from torch's RNG: the stable argsort 
 torch/numpy version. The state dict holds only a 64-bit digest (:class:`~.structure.DerivedStructure`); in
 memory the permutation and its inverse are int32 (int64 only past 2³¹ features).
 """
-from typing import List, Optional, Sequence
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -25,8 +26,8 @@ from timm.layers import register_notrace_module
 from .gather import permute
 from .structure import DerivedStructure, hashed_uniform_keys, structure_digest
 
-__all__ = ['derive_permutation', 'permutation_digest', 'check_permutation', 'index_dtype', 'IdentityPermutation',
-           'Transpose', 'FixedPermutation']
+__all__ = ['derive_permutation', 'permutation_digest', 'check_permutation', 'index_dtype', 'Tiling',
+           'IdentityPermutation', 'Transpose', 'FixedPermutation']
 
 
 def _argsort_distinct(keys: np.ndarray) -> torch.Tensor:
@@ -76,6 +77,38 @@ def index_dtype(num: int) -> torch.dtype:
     return torch.int32 if num <= torch.iinfo(torch.int32).max else torch.int64
 
 
+@dataclass(frozen=True)
+class Tiling:
+    """How a permutation of one image tile is lifted to an image of `tiles` such tiles (`expand_resolution`).
+
+    A per-tile permutation maps a (r1, r2) input layout to a (q1, q2) output layout. In the expanded layer the
+    tiles sit side by side along one axis of each layout: axis 0 (rows: tokens, tile-major) or axis 1 (each row
+    holds one segment per tile). The lifted permutation applies the tile's permutation to every tile and never
+    mixes tiles: for tile k, output (k, o) takes input (k, perm[o]).
+    """
+    tiles: int
+    in_shape: Tuple[int, int]     # per-tile input layout
+    in_axis: int                  # the expanded input's tile axis
+    out_shape: Tuple[int, int]    # per-tile output layout
+    out_axis: int                 # the expanded output's tile axis
+
+    def _expand(self, k: torch.Tensor, idx: torch.Tensor, shape: Tuple[int, int], axis: int) -> torch.Tensor:
+        a, b = idx // shape[1], idx % shape[1]
+        if axis == 0:
+            return (k * shape[0] + a) * shape[1] + b
+        return a * (self.tiles * shape[1]) + k * shape[1] + b
+
+    def lift(self, perm: torch.Tensor) -> torch.Tensor:
+        """The expanded permutation (int64) of a per-tile permutation `perm`."""
+        m = perm.numel()
+        k = torch.arange(self.tiles).repeat_interleave(m)
+        o = torch.arange(m).repeat(self.tiles)
+        lifted = torch.empty(self.tiles * m, dtype=torch.long)
+        lifted[self._expand(k, o, self.out_shape, self.out_axis)] = self._expand(k, perm.long()[o], self.in_shape,
+                                                                                self.in_axis)
+        return lifted
+
+
 def _add(y: torch.Tensor, residual: Optional[torch.Tensor]) -> torch.Tensor:
     return y if residual is None else residual + y
 
@@ -117,11 +150,24 @@ class FixedPermutation(DerivedStructure, nn.Module):
             seed: int,
             key: str,
             device: Optional[torch.device] = None,
+            tiling: Optional[Tiling] = None,
     ) -> None:
+        """
+        Args:
+            num: Length m of the permuted vector.
+            out_shape: Output layout (prod = m).
+            seed: Permutation seed.
+            key: Name of the permutation in the model (with the seed, it fixes the permutation).
+            device: Device of the buffers.
+            tiling: Lift a permutation of m / tiles features tile by tile (a model expanded to a larger image).
+        """
         super().__init__()
         if int(np.prod(out_shape)) != num:
             raise ValueError(f'out_shape {tuple(out_shape)} does not hold {num} features')
+        if tiling is not None and tiling.tiles * int(np.prod(tiling.out_shape)) != num:
+            raise ValueError(f'{tiling.tiles} tiles of {tiling.out_shape} do not hold {num} features')
         self.num = num
+        self.tiling = tiling
         self.out_shape: List[int] = [int(s) for s in out_shape]
         device = self._init_structure(seed, key, device)
         dtype = index_dtype(num)
@@ -129,12 +175,15 @@ class FixedPermutation(DerivedStructure, nn.Module):
         self.register_buffer('inverse', torch.empty(num, dtype=dtype, device=device), persistent=False)
         self.init_non_persistent_buffers()
 
-    def permutation(self) -> torch.Tensor:
-        """The permutation as an int64 CPU tensor, derived from (seed, key)."""
-        return _derive(self.num, self.seed, self.key)
+    def permutation(self, seed: Optional[int] = None) -> torch.Tensor:
+        """The permutation as an int64 CPU tensor, derived from (seed, key) (lifted tile by tile if tiled)."""
+        seed = self.seed if seed is None else seed
+        if self.tiling is None:
+            return _derive(self.num, seed, self.key)
+        return self.tiling.lift(_derive(self.num // self.tiling.tiles, seed, self.key))
 
     def _derive_digest(self, seed: int) -> int:
-        return permutation_digest(_derive(self.num, seed, self.key).numpy())
+        return permutation_digest(self.permutation(seed).numpy())
 
     def _buffers_on_meta(self) -> bool:
         return self.index.is_meta
@@ -177,4 +226,5 @@ class FixedPermutation(DerivedStructure, nn.Module):
         self.init_non_persistent_buffers()
 
     def extra_repr(self) -> str:
-        return f'm={self.num}, out_shape={tuple(self.out_shape)}, seed={self.seed}'
+        tiles = f', tiles={self.tiling.tiles}' if self.tiling is not None else ''
+        return f'm={self.num}, out_shape={tuple(self.out_shape)}, seed={self.seed}{tiles}'

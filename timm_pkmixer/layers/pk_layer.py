@@ -22,7 +22,7 @@ from typing import Optional, Type
 import torch
 import torch.nn as nn
 
-from .permutation import FixedPermutation, IdentityPermutation, Transpose
+from .permutation import FixedPermutation, IdentityPermutation, Tiling, Transpose
 
 __all__ = ['PERMUTATIONS', 'PKMlp', 'make_pk_mlp']
 
@@ -95,6 +95,7 @@ def make_pk_mlp(
         key: str = '',
         act_layer: Type[nn.Module] = nn.GELU,
         drop: float = 0.,
+        tiles: int = 1,
         device=None,
         dtype=None,
 ) -> PKMlp:
@@ -109,6 +110,9 @@ def make_pk_mlp(
         permutation: 'normal' (J_c / identity, no gather) or 'random' (fixed random J1, J2).
         seed: Permutation seed (random only).
         key: Name of the layer in the model; J1 and J2 of every layer are independent.
+        tiles: The tokens are `tiles` groups (image tiles, tile-major) of a model expanded to a larger image:
+            random J1, J2 are the per-tile ones lifted tile by tile (normal ones need nothing: the transposes and
+            a block-diagonal W keep the tiles apart).
     """
     if mixing == 'token':
         n1, width_in, width_out = dim, num_tokens_in, num_tokens_out
@@ -125,10 +129,19 @@ def make_pk_mlp(
         perm_in = Transpose() if mixing == 'token' else IdentityPermutation()
         perm_out = Transpose() if mixing == 'token' else IdentityPermutation()
     elif permutation == 'random':
+        tiling_in = tiling_out = None
+        if tiles > 1:  # per-tile layouts; tokens are tile-major, token rows hold one segment per tile
+            s_in, s_out = num_tokens_in // tiles, num_tokens_out // tiles
+            if mixing == 'token':
+                tiling_in = Tiling(tiles, (s_in, dim), 0, (dim, s_in), 1)
+                tiling_out = Tiling(tiles, (dim, s_out), 1, (s_out, dim), 0)
+            else:
+                tiling_in = tiling_out = Tiling(tiles, (s_in, dim), 0, (s_in, dim), 0)
         perm_in = FixedPermutation(
-            num_tokens_in * dim, (n1, width_in), seed=seed, key=f'{key}.perm_in', device=device)
+            num_tokens_in * dim, (n1, width_in), seed=seed, key=f'{key}.perm_in', device=device, tiling=tiling_in)
         perm_out = FixedPermutation(
-            num_tokens_out * dim, (num_tokens_out, dim), seed=seed, key=f'{key}.perm_out', device=device)
+            num_tokens_out * dim, (num_tokens_out, dim), seed=seed, key=f'{key}.perm_out', device=device,
+            tiling=tiling_out)
     else:
         raise ValueError(f"permutation must be one of {PERMUTATIONS}, got {permutation!r}")
 

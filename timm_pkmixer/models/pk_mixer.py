@@ -57,9 +57,33 @@ from ..validation import (
 from ._checkpoint import checkpoint_filter_fn
 from ._common import PKModelMixin, check_input, merge_args, paper_cfg, patch_grid
 
-__all__ = ['PKMixerBlock', 'PKMixer']
+__all__ = ['TileTokens', 'PKMixerBlock', 'PKMixer']
 
 torch.fx.wrap('check_input')  # the input check is one node of an FX graph
+
+
+class TileTokens(nn.Module):
+    """Group the patch tokens of a K × K-tiled image by tile: (B, S0, C) in the patch grid's row-major order →
+    (B, K²·S0/K², C) tile-major, each tile's tokens in the row-major order of the tile's own grid."""
+
+    def __init__(self, grid: Tuple[int, int], tiles: int) -> None:
+        super().__init__()
+        self.tiles = tiles
+        self.tile_grid = (grid[0] // tiles, grid[1] // tiles)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        K, (h, w) = self.tiles, self.tile_grid
+        B, C = x.shape[0], x.shape[-1]
+        return x.reshape(B, K, h, K, w, C).permute(0, 1, 3, 2, 4, 5).reshape(B, K * K * h * w, C)
+
+    def ungroup(self, x: torch.Tensor) -> torch.Tensor:
+        """The inverse: tile-major tokens back to the patch grid's row-major order."""
+        K, (h, w) = self.tiles, self.tile_grid
+        B, C = x.shape[0], x.shape[-1]
+        return x.reshape(B, K, K, h, w, C).permute(0, 1, 3, 2, 4, 5).reshape(B, K * h * K * w, C)
+
+    def extra_repr(self) -> str:
+        return f'tiles={self.tiles}x{self.tiles}, tile_grid={self.tile_grid}'
 
 
 class PKMixerBlock(nn.Module):
@@ -86,6 +110,7 @@ class PKMixerBlock(nn.Module):
             act_layer: Callable[..., nn.Module] = nn.GELU,
             drop: float = 0.,
             drop_path: float = 0.,
+            tiles: int = 1,
             device=None,
             dtype=None,
     ) -> None:
@@ -93,7 +118,7 @@ class PKMixerBlock(nn.Module):
         dd = {'device': device, 'dtype': dtype}
         if num_tokens_in != num_tokens and not skip_layer:
             raise InvalidArgumentError(f'a block mapping {num_tokens_in} to {num_tokens} tokens needs skip_layer=True')
-        pk = dict(dim=dim, permutation=permutation, seed=perm_seed, act_layer=act_layer, drop=drop, **dd)
+        pk = dict(dim=dim, permutation=permutation, seed=perm_seed, act_layer=act_layer, drop=drop, tiles=tiles, **dd)
         self.skip = SkipLayer(num_tokens_in, num_tokens, dim, norm_layer, **dd) if skip_layer else nn.Identity()
         self.norm1 = norm_layer(dim, **dd)
         self.mlp_tokens = make_pk_mlp('token', num_tokens_in, num_tokens, hidden_features=token_hidden,
@@ -207,6 +232,7 @@ class PKMixer(PKModelMixin, nn.Module):
             drop_path_rate: float = 0.,
             stem_norm: bool = False,
             global_pool: str = 'avg',
+            tiles: int = 1,
             device=None,
             dtype=None,
     ) -> None:
@@ -240,6 +266,9 @@ class PKMixer(PKModelMixin, nn.Module):
             drop_path_rate: Stochastic depth rate (the same in every block, as timm's Mixer).
             stem_norm: LayerNorm after the per-patch FC.
             global_pool: 'avg' or '' (no pooling).
+            tiles: K > 1 for a model expanded from K-times smaller images (`expand_resolution`): the image is
+                K × K tiles, tokens are grouped by tile after the stem, and every mixing layer acts on each tile
+                alone at initialisation (random permutations lifted tile by tile, W block-diagonal).
         """
         super().__init__()
         dd = {'device': device, 'dtype': dtype}
@@ -257,6 +286,10 @@ class PKMixer(PKModelMixin, nn.Module):
         global_pool = choice('global_pool', global_pool, ('', 'avg'))
         drop_rate, proj_drop_rate = rate('drop_rate', drop_rate), rate('proj_drop_rate', proj_drop_rate)
         drop_path_rate = rate('drop_path_rate', drop_path_rate)
+        tiles = positive_int('tiles', tiles)
+        if grid[0] % tiles or grid[1] % tiles:
+            raise InvalidArgumentError(f'tiles={tiles} does not divide the {grid[0]} × {grid[1]} patch grid into '
+                                       f'{tiles} × {tiles} tiles')
         norm_layer = _norm_layer(norm_layer, norm_eps)
         act_layer = _act_layer(act_layer)
 
@@ -281,7 +314,11 @@ class PKMixer(PKModelMixin, nn.Module):
         if not skip_layer and num_tokens != num_patches:
             raise InvalidArgumentError(f'num_tokens={num_tokens} differs from the {num_patches} patches: '
                                        f'needs skip_layer=True')
+        if num_tokens % (tiles * tiles):
+            raise InvalidArgumentError(f'num_tokens={num_tokens} is not a multiple of the {tiles * tiles} tiles')
         self.num_patches, self.num_tokens = num_patches, num_tokens
+        self.tiles = tiles
+        self.tile_tokens = TileTokens(grid, tiles) if tiles > 1 else nn.Identity()
         self.token_hidden, self.channel_hidden = _hidden_widths(
             block_type, num_tokens, embed_dim, mlp_ratio, gamma, token_hidden_dim, channel_hidden_dim)
 
@@ -300,6 +337,7 @@ class PKMixer(PKModelMixin, nn.Module):
                 act_layer=act_layer,
                 drop=proj_drop_rate,
                 drop_path=drop_path_rate,
+                tiles=tiles * tiles,
                 **dd,
             )
             for i in range(num_blocks)])
@@ -317,7 +355,8 @@ class PKMixer(PKModelMixin, nn.Module):
         """S, C, L, hidden widths, Ω, m, p, γ, per-block permutations and seed (see `ModelDescription`)."""
         return describe_mixer(
             self.num_tokens, self.embed_dim, len(self.blocks), self.token_hidden, self.channel_hidden,
-            permutation=[blk.mlp_tokens.permutation for blk in self.blocks], perm_seed=self.perm_seed)
+            permutation=[blk.mlp_tokens.permutation for blk in self.blocks], perm_seed=self.perm_seed,
+            tiles=self.tiles)
 
     @torch.jit.ignore
     def init_weights(self, mode: str = 'paper') -> None:
@@ -368,7 +407,7 @@ class PKMixer(PKModelMixin, nn.Module):
         if not torch.jit.is_scripting():
             x = check_input(x, self.in_chans, self.img_size)
         B, _, height, width = x.shape
-        x = self.stem(x)
+        x = self.tile_tokens(self.stem(x))
         if torch.jit.is_scripting() or not stop_early:
             blocks = self.blocks
         else:
@@ -383,6 +422,8 @@ class PKMixer(PKModelMixin, nn.Module):
 
         if reshape:
             H, W = self.stem.dynamic_feat_size((height, width))
+            if self.tiles > 1:
+                intermediates = [self.tile_tokens.ungroup(y) for y in intermediates]
             intermediates = [y.reshape(B, H, W, -1).permute(0, 3, 1, 2).contiguous() for y in intermediates]
         if intermediates_only:
             return intermediates
@@ -393,7 +434,7 @@ class PKMixer(PKModelMixin, nn.Module):
         """(B, in_chans, H, W) → (B, S, C)."""
         if not torch.jit.is_scripting():
             x = check_input(x, self.in_chans, self.img_size)
-        x = self.stem(x)
+        x = self.tile_tokens(self.stem(x))
         if self.grad_checkpointing and not torch.jit.is_scripting():
             x = checkpoint_seq(self.blocks, x)
         else:
