@@ -111,7 +111,7 @@ def main() -> None:
             _run(sweep, env, folder / 'sweep.log')
             recipes = sorted((folder / 'recipes').glob('*.yaml'))
             with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-                times = list(pool.map(lambda r: _train(r, runs, data, args.train_py, env), recipes))
+                times = list(pool.map(lambda r, runs=runs: _train(r, runs, data, args.train_py, env), recipes))
             report = _cli('report', str(runs), '--out-dir', str(folder / 'report'))
             _run(report, env, folder / 'report.log')
             cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)

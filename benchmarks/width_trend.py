@@ -10,7 +10,8 @@ the writer of train.py), so `pkmixer plot run` draws them.
 Outputs in --out: runs.csv (one row per run), table.md, width_trend.png, meta.json, runs/<run>/summary.csv.
 
     pip install 'timm-pkmixer[research]'
-    python benchmarks/width_trend.py                       # defaults: ~15 min on an idle 2-core CPU
+    python benchmarks/width_trend.py                       # defaults: ~15 min on an idle 2-core CPU, to output/
+    python benchmarks/width_trend.py --out benchmarks/width_trend_results   # update the committed results
     python benchmarks/width_trend.py --seeds 1 --epochs 2  # smoke run
 """
 import argparse
@@ -237,8 +238,9 @@ def main() -> None:
     parser.add_argument('--batch-size', type=int, default=128)
     parser.add_argument('--workers', type=int, default=2, help='parallel runs (one torch thread each)')
     parser.add_argument('--replot', action='store_true', help='no training: rebuild table and plot from runs.csv')
-    parser.add_argument('--out', default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                     'width_trend_results'))
+    parser.add_argument('--out', default=os.path.join('output', 'width_trend'),
+                        help='output folder (default output/width_trend; the committed results are '
+                             'benchmarks/width_trend_results: pass that to update them)')
     args = parser.parse_args()
 
     pairs = width_curve(args.omega, 1.0, args.dims, mirror=True)

@@ -47,3 +47,27 @@ def test_demo_runs_end_to_end():
     assert r.model == 's_mixer_rp_s64c64_32' and r.width == 4096 and r.params == 76356
     assert math.isfinite(r.train_loss) and 0 <= r.val_acc <= 100
     assert any('epoch 2/2' in line for line in lines) and lines[-1].startswith('s_mixer_rp_s64c64_32')
+
+
+def test_demo_uses_the_idle_cores(monkeypatch):
+    """Under load, one thread (two threads convoyed 9x slower on a busy 2-core machine); idle, all of them."""
+    import os
+
+    from timm_pkmixer.demo import choose_threads
+    monkeypatch.delenv('OMP_NUM_THREADS', raising=False)
+    monkeypatch.setattr(os, 'cpu_count', lambda: 2)
+    monkeypatch.setattr(os, 'getloadavg', lambda: (3.1, 3.0, 2.5))
+    assert choose_threads() == (1, '2 cores, load average 3.1')
+    monkeypatch.setattr(os, 'getloadavg', lambda: (0.2, 0.3, 0.1))
+    import torch
+    assert choose_threads()[0] == min(torch.get_num_threads(), 2)
+    assert choose_threads(3) == (3, 'as requested')
+
+
+def test_demo_reading_follows_its_numbers():
+    from timm_pkmixer.demo import DemoResult, reading
+    rp = DemoResult('s_mixer_rp_s64c64_32', 76356, 4096, 0.6, 91.0, 30.)
+    normal = DemoResult('s_mixer_s64c64_32', 76356, 4096, 0.4, 96.3, 20.)
+    assert 'trails the normal one by 5.3 points' in reading(rp, normal)
+    assert 'matched or beat the normal one here (+1.0 points)' in reading(
+        DemoResult(rp.model, 1, 4096, 0.5, 97.3, 1.), normal)

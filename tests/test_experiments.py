@@ -232,3 +232,21 @@ def test_sweep_train_report_end_to_end(tmp_path):
     for row in rows.values():
         assert row['runs'] == '2' and row['seeds'] == '0 1' and 0 <= float(row['top1_err_mean']) < 90
     assert (tmp_path / 'report' / 'rp-block.png').stat().st_size > 1000
+
+
+def test_mlp_mixer_width_points_are_d2():
+    points = experiment_points(base('cifar10/pk_mixer_ss_w_32'), 'width')
+    mixers = [p for p in points if p.model != 'sw_mlp_o18_32']
+    assert [p.model_kwargs['embed_dim'] for p in mixers[:7]] == [16, 32, 48, 64, 83, 113, 173]  # D.2
+    from timm_pkmixer.width import tokens_for_omega
+    for p in mixers:
+        s = summarize(p.model, **p.model_kwargs)
+        assert s.num_tokens == round(tokens_for_omega(s.dim, 2 ** 18, 4.0))  # eq. 14 at γ = 4, nearest integer S
+        assert (s.gamma_tokens, s.gamma_channels) == (pytest.approx(4, rel=0.02), 4)
+    sw = [summarize(p.model, **p.model_kwargs) for p in points if p.model == 'sw_mlp_o18_32']
+    assert [s.width for s in sw] == [round(math.sqrt(2 ** 18 / (4 * p))) for p in (0.9, 0.7, 0.5, 0.3, 0.1)]
+    assert all(s.hidden == 4 * s.width for s in sw)  # MLP blocks of the same γ
+    fig4 = experiment_points(base('cifar10/pk_mixer_ss_w_32'), 'width', permutations=('normal',), omega=2 ** 19,
+                             gamma=2.0, dims=[4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 64])
+    assert [p.model_kwargs['num_tokens'] for p in fig4[:13]] == [360, 252, 203, 173, 152, 136, 124, 113, 104, 96, 89,
+                                                                   83, 64]  # C.2, Fig. 4 (left)

@@ -12,7 +12,7 @@ import random
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -21,7 +21,7 @@ from .catalog import check_model_name
 from .errors import InvalidArgumentError
 from .validation import positive_int
 
-__all__ = ['DEFAULT_MODELS', 'SHAPES', 'READING', 'write_shapes_dataset', 'DemoResult', 'run_demo']
+__all__ = ['DEFAULT_MODELS', 'SHAPES', 'write_shapes_dataset', 'DemoResult', 'run_demo', 'reading', 'choose_threads']
 
 DEFAULT_MODELS = ('s_mixer_rp_s64c64_32', 's_mixer_s64c64_32')
 SHAPES = ('circle', 'cross', 'square', 'triangle')
@@ -137,6 +137,23 @@ def _accuracy(model: nn.Module, loader) -> float:
     return 100. * correct / count
 
 
+def choose_threads(requested: Optional[int] = None) -> Tuple[int, str]:
+    """Threads for the demo's small models, and why: `requested`, else the cores not already busy.
+
+    PyTorch's intra-op threads wait for each other at every parallel region; on a machine whose cores are busy
+    with other jobs one descheduled thread stalls the others, and two threads took 9x longer than one (measured
+    in the README). So: as many threads as idle cores (cores − 1-minute load average), at least one.
+    """
+    if requested is not None:
+        return positive_int('threads', requested), 'as requested'
+    cores = os.cpu_count() or 1
+    if 'OMP_NUM_THREADS' in os.environ:
+        return torch.get_num_threads(), 'OMP_NUM_THREADS'
+    load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else 0.
+    free = max(1, min(torch.get_num_threads(), int(cores - load + 0.5)))
+    return free, f'{cores} cores, load average {load:.1f}'
+
+
 def run_demo(
         models: Sequence[str] = DEFAULT_MODELS,
         data_dir: Optional[str] = None,
@@ -146,6 +163,7 @@ def run_demo(
         seed: int = 0,
         train_per_class: int = 300,
         keep_data: Optional[str] = None,
+        threads: Optional[int] = None,
         log: Optional[Callable[[str], None]] = None,
 ) -> List[DemoResult]:
     """Train each model in turn on `data_dir` (or freshly written Synthetic Shapes) and report through `log`
@@ -154,8 +172,12 @@ def run_demo(
     Args:
         keep_data: Write Synthetic Shapes into this new or empty folder and keep it (an ImageFolder with
             train/ and validation/, for timm's train.py), instead of a temporary folder.
+        threads: torch threads (default: the idle cores, see `choose_threads`).
     """
     log = log or (lambda line: None)
+    n_threads, why = choose_threads(threads)
+    torch.set_num_threads(n_threads)
+    log(f'{n_threads} thread{"s" if n_threads > 1 else ""} ({why})')
     for name in models:
         check_model_name(name)
     positive_int('epochs', epochs), positive_int('batch_size', batch_size), positive_int('train_per_class',
@@ -183,12 +205,17 @@ def run_demo(
         log(f'{r.model:<26} {r.params:>9,} {r.width:>8} {r.train_loss:>10.4f} {r.val_acc:>7.1f}% {r.seconds:>6.1f}s')
     if {r.model for r in results} == set(DEFAULT_MODELS):
         log('')
-        log(READING)
+        log(reading(*sorted(results, key=lambda r: r.model != DEFAULT_MODELS[0])))
     return results
 
 
-# What the default comparison shows; the paper's reading of the same gap (D.5, Fig. S.4).
-READING = ('Same parameters, same width m = 4096: on this small 15-epoch task the RP S-Mixer trails the normal one '
-           'because its first block\'s random permutations ignore which patches are neighbours, a structure the '
-           'normal token mixing uses (the paper traces the gap to the first block and sees RP catch up with depth, '
-           'Fig. S.4 and 7).')
+def reading(rp: DemoResult, normal: DemoResult) -> str:
+    """One line on what the default comparison (RP S-Mixer, then its normal twin) shows, from its numbers."""
+    same = f'Same parameters, same width m = {rp.width}: '
+    if rp.val_acc < normal.val_acc:
+        return (same + f'the RP S-Mixer trails the normal one by {normal.val_acc - rp.val_acc:.1f} points on this '
+                'small, short task: its first block\'s random permutations ignore which patches are neighbours, a '
+                'structure the normal token mixing uses (the paper traces such gaps to the first block and sees '
+                'RP catch up with depth, Fig. S.4 and 7).')
+    return (same + f'the RP S-Mixer matched or beat the normal one here (+{rp.val_acc - normal.val_acc:.1f} points), '
+            'as the paper finds for deeper or longer-trained models (Fig. 7); on short runs it usually trails.')

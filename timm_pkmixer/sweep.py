@@ -2,9 +2,12 @@
 
 Experiments (the base recipe's model decides the family and the defaults):
 
-* ``width`` (Fig. 5, 6): ``*_mixer_b_w`` recipes give the ImageNet sweep of Fig. 6 (d) (P ∈ {7, 8, 14, 16, 28, 32},
-  C = 3P², S from eq. S.44, γ = 4, Ω = 290217984); ``s_mixer_*`` recipes the C.4 (C, S) pairs at ``omega`` (2^18,
-  2^21 or 2^27) and, at Ω = 2^18, the SW-MLP arm of Fig. 5 (1 − p ∈ {0.1, …, 0.9}: m = 540 … 1619).
+* ``width`` (Fig. 5, 6, S.2, 4): ``*_mixer_b_w`` recipes give the ImageNet sweep of Fig. 6 (d) (P ∈ {7, 8, 14, 16,
+  28, 32}, C = 3P², S from eq. S.44, γ = 4, Ω = 290217984); ``s_mixer_*`` recipes the C.4 (C, S) pairs at ``omega``
+  (2^18, 2^21 or 2^27) and, at Ω = 2^18, the SW-MLP arm of Fig. 5 (1 − p ∈ {0.1, …, 0.9}: m = 540 … 1619);
+  other MLP-Mixer recipes (CIFAR's Mixer-SS) the sweep of D.2 / Fig. S.2: C ∈ {16, 32, 48, 64, 83, 113, 173}
+  (``dims``), S from eq. 14 at ``omega`` (2^18) and ``gamma`` (4), with the SW-MLP arm of MLP blocks of the same γ
+  (Fig. 4 left is ``dims`` 4 … 64, ``omega`` 2^19, ``gamma`` 2).
 * ``depth`` (Fig. 7): L ∈ {4, 8, 12, 16, 20}.
 * ``rp-block`` (Fig. S.4): one model per block position with that block alone random, and the all-normal and
   all-random references.
@@ -42,6 +45,7 @@ EXPERIMENTS = ('width', 'depth', 'rp-block', 'gamma', 'patch')
 DEPTHS = (4, 8, 12, 16, 20)                         # C.6, Fig. 7
 SW_MLP_DENSITIES = (0.9, 0.7, 0.5, 0.3, 0.1)       # C.4 (ii): 1 - p = 0.1 … 0.9
 GAMMA_OMEGA, GAMMA_WIDTH = 2 ** 20, 4096            # Fig. S.3: γ = 4 at S = C = 64
+MLP_MIXER_DIMS = (16, 32, 48, 64, 83, 113, 173)     # D.2, Fig. S.2
 PATCHES_32 = (1, 2, 4, 8, 16, 32)                   # D.6, CIFAR
 PATCHES_90 = (1, 3, 6, 10, 18, 30)                  # D.6, STL-10 at 90 px
 
@@ -87,6 +91,27 @@ def _width(base: Mapping[str, Any], kwargs: Mapping[str, Any], permutations: Seq
             m = sw_mlp_width(2 ** 18, p)
             points.append(ExperimentPoint('width', f'sw_mlp_o18_32_p{p:g}_m{m}', 'sw_mlp_o18_32',
                                           dict(shared, density=p), seeded='mask_seed'))
+    return points
+
+
+def _mlp_mixer_width(base, kwargs, permutations, omega, gamma, dims) -> List[ExperimentPoint]:
+    """D.2 (Fig. S.2): MLP-Mixers at C ∈ dims, S = round(S(C)) at (Ω, γ), and SW-MLPs of MLP blocks (γ)."""
+    from .width import width_point
+    omega = 2 ** 18 if omega is None else omega
+    gamma = 4.0 if gamma is None else gamma
+    points = []
+    for perm in permutations:
+        for c in dims or MLP_MIXER_DIMS:
+            pt = width_point(c, omega, gamma)
+            points.append(ExperimentPoint(
+                'width', f'width_c{pt.dim}_s{pt.num_tokens}_{perm}', base['model'],
+                {**kwargs, 'num_tokens': pt.num_tokens, 'embed_dim': pt.dim, 'gamma': gamma, 'mlp_ratio': None,
+                 'permutation': perm}, seeded='perm_seed' if perm == 'random' else ''))
+    shared = {k: v for k, v in kwargs.items() if k in _SHARED_WITH_SW_MLP}
+    for p in SW_MLP_DENSITIES:
+        m = sw_mlp_width(omega, p, gamma)
+        points.append(ExperimentPoint('width', f'sw_mlp_g{gamma:g}_p{p:g}_m{m}', 'sw_mlp_o18_32',
+                                      dict(shared, density=p, gamma=gamma, omega=omega), seeded='mask_seed'))
     return points
 
 
@@ -160,6 +185,8 @@ def experiment_points(
         permutations: Sequence[str] = ('random', 'normal'),
         omega: Optional[int] = None,
         model_kwargs: Optional[Mapping[str, Any]] = None,
+        gamma: Optional[float] = None,
+        dims: Optional[Sequence[int]] = None,
 ) -> List[ExperimentPoint]:
     """The points of `experiment` for a base recipe (a dict with at least ``model``).
 
@@ -170,6 +197,8 @@ def experiment_points(
         omega: Ω of the width (C.4 pairs) or gamma experiment.
         model_kwargs: Model arguments added to the base recipe's (e.g. D.5's text setting ``num_tokens=64,
             embed_dim=64, num_blocks=4``); the experiment's own variable wins over them.
+        gamma: γ of an MLP-Mixer width sweep (default 4).
+        dims: The channels C of an MLP-Mixer width sweep (default D.2's).
     """
     choice('experiment', experiment, EXPERIMENTS)
     for p in permutations:
@@ -178,7 +207,15 @@ def experiment_points(
         raise InvalidArgumentError('the base recipe has no `model`')
     kwargs = {**(base.get('model_kwargs') or {}), **(model_kwargs or {})}
     if experiment == 'width':
-        return _width(base, kwargs, permutations, omega)
+        if base['model'].endswith('_mixer_b_w') or base['model'].startswith('s_mixer_'):
+            if gamma is not None or dims:
+                raise InvalidArgumentError('gamma and dims set the MLP-Mixer width sweep (D.2); this recipe\'s sweep '
+                                           'is the paper\'s fixed one')
+            return _width(base, kwargs, permutations, omega)
+        from .catalog import summarize
+        if summarize(base['model'], **kwargs).block_type != 'mlp':
+            raise InvalidArgumentError(f"no width sweep for model {base['model']!r}")
+        return _mlp_mixer_width(base, kwargs, permutations, omega, gamma, dims)
     if experiment == 'depth':
         return _depth(base, kwargs, permutations)
     if experiment == 'rp-block':
@@ -190,7 +227,8 @@ def experiment_points(
 
 def write_sweep(recipe: str, out_dir: str, permutations: Sequence[str] = ('random', 'normal'),
                 seeds: Sequence[int] = (0,), omega: Optional[int] = None, experiment: str = 'width',
-                model_kwargs: Optional[Mapping[str, Any]] = None) -> List[Path]:
+                model_kwargs: Optional[Mapping[str, Any]] = None, gamma: Optional[float] = None,
+                dims: Optional[Sequence[int]] = None) -> List[Path]:
     """Write the recipes of `experiment` (one per point and seed) into `out_dir`; returns their paths in order.
 
     Every recipe is checked to build its model (on the meta device) before anything is written.
@@ -198,7 +236,7 @@ def write_sweep(recipe: str, out_dir: str, permutations: Sequence[str] = ('rando
     from .catalog import summarize
     path = resolve_recipe(recipe)
     base = load_recipe(path)
-    points = experiment_points(base, experiment, permutations, omega, model_kwargs)
+    points = experiment_points(base, experiment, permutations, omega, model_kwargs, gamma, dims)
     for point in points:
         summarize(point.model, **point.model_kwargs)  # refuses an impossible point before writing anything
     out = Path(out_dir)

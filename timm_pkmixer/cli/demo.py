@@ -12,6 +12,7 @@ def run(args: argparse.Namespace) -> int:
     from ..demo import run_demo
     run_demo(models=args.model, data_dir=args.data_dir, epochs=args.epochs, batch_size=args.batch_size,
              lr=args.lr, seed=args.seed, train_per_class=args.train_per_class, keep_data=args.keep_data,
+             threads=args.threads,
              log=functools.partial(print, flush=True))
     return 0
 
@@ -27,5 +28,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument('--lr', type=cli_type(positive_real, float, 'lr'), default=2e-3)
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--train-per-class', type=POSITIVE_INT, default=300, help='synthetic images per class (train)')
+    p.add_argument('--threads', type=POSITIVE_INT, default=None,
+                   help='torch threads (default: the idle cores: on a busy machine fewer threads run much faster)')
     p.add_argument('--keep-data', default=None, metavar='DIR',
                    help='write the synthetic data set into this new folder and keep it (an ImageFolder for train.py)')

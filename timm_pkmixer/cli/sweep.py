@@ -2,7 +2,7 @@
 import argparse
 import shlex
 
-from ._common import POSITIVE_INT, ParseKwargs, add_command
+from ._common import POSITIVE_INT, POSITIVE_REAL, ParseKwargs, add_command
 
 __all__ = ['add_commands']
 
@@ -10,7 +10,7 @@ __all__ = ['add_commands']
 def run(args: argparse.Namespace) -> int:
     from ..sweep import write_sweep
     paths = write_sweep(args.recipe, args.out_dir, args.permutation, args.seeds, args.omega, args.experiment,
-                        args.model_kwargs)
+                        args.model_kwargs, args.gamma, args.dims)
     print(f'# {len(paths)} recipes in {args.out_dir}; run each with (add --data-dir … where the data lives):')
     for p in paths:
         print(f'pkmixer train {shlex.quote(str(p))}')
@@ -32,5 +32,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument('--seeds', nargs='+', type=int, default=[0], help='training (and permutation / mask) seeds')
     p.add_argument('--omega', type=POSITIVE_INT, default=None,
                    help='Ω of the width sweep (2^18 = 262144 by default) or of the gamma sweep (2^20)')
+    p.add_argument('--gamma', type=POSITIVE_REAL, default=None, help='γ of an MLP-Mixer width sweep (D.2; default 4)')
+    p.add_argument('--dims', type=POSITIVE_INT, nargs='+', default=None,
+                   help='channels C of an MLP-Mixer width sweep (default D.2\'s 16 32 48 64 83 113 173)')
     p.add_argument('--model-kwargs', nargs='*', default={}, action=ParseKwargs,
                    help='model arguments added to the base recipe, e.g. num_tokens=64 embed_dim=64 num_blocks=4')
