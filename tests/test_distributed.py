@@ -44,9 +44,8 @@ def test_ranks_hold_identical_permutations_and_parameters(sync_run):
     assert reports[0]['losses'] == reports[1]['losses']
 
 
-def test_ddp_matches_one_process_on_the_same_global_batch(sync_run):
-    out, reports = sync_run
-    start, end = torch.load(out / 'start.pt'), torch.load(out / 'end.pt')
+def one_process(start: dict) -> tuple:
+    """The reference: STEPS AdamW steps in one process on the whole global batch; (model, losses)."""
     model = timm.create_model(dist_worker.MODEL, **dist_worker.MODEL_KWARGS)
     model.load_state_dict(start)
     optimizer = create_optimizer_v2(model, 'adamw', lr=1e-3, weight_decay=0.05)
@@ -58,6 +57,13 @@ def test_ddp_matches_one_process_on_the_same_global_batch(sync_run):
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
+    return model, losses
+
+
+def test_ddp_matches_one_process_on_the_same_global_batch(sync_run):
+    out, reports = sync_run
+    start, end = torch.load(out / 'start.pt'), torch.load(out / 'end.pt')
+    model, losses = one_process(start)
     assert losses == pytest.approx(reports[0]['losses'], rel=1e-5, abs=1e-6)
     moved = 0.
     for name, value in model.state_dict().items():
@@ -102,20 +108,10 @@ def test_fsdp2_on_a_meta_model_trains_like_one_process(tmp_path):
         assert 'init_non_persistent_buffers()' in r['forgotten_init']
         assert r['perms_correct']
         assert not [w for w in r['warnings'] if 'view' in w], r['warnings']
-    model = timm.create_model(dist_worker.MODEL, **dist_worker.MODEL_KWARGS)
-    model.load_state_dict(dist_worker.initial_state_dict())
-    optimizer = create_optimizer_v2(model, 'adamw', lr=1e-3, weight_decay=0.05)
-    x, y = dist_worker.global_batch()
-    losses = []
-    for step in range(dist_worker.STEPS):
-        optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x[step]), y[step])
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    start = dist_worker.initial_state_dict()
+    model, losses = one_process(start)
     assert losses == pytest.approx(reports[0]['losses'], rel=1e-5, abs=1e-6)
     end = torch.load(tmp_path / 'fsdp2_end.pt')
-    start = dist_worker.initial_state_dict()
     for name, value in model.state_dict().items():
         torch.testing.assert_close(end[name], value, rtol=1e-5, atol=1e-6, msg=name)
     assert max((model.state_dict()[k] - start[k]).abs().max().item() for k in start

@@ -31,7 +31,7 @@ first use. :func:`use_gather_backend` switches an entry for a block of code (tes
 import contextlib
 import pkgutil
 import time
-from typing import Callable, Dict, Iterator, List, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Sequence, Tuple, Type
 
 import torch
 
@@ -58,7 +58,7 @@ def _fresh(x: torch.Tensor, out_shape: Sequence[int]) -> Tuple[torch.Tensor, tor
     return out, out.view(x.shape[0], -1)
 
 
-# ---------------------------------------------------------------- backend: index_select
+# ---------------------------------------------------------------- backends: index_select, gather
 
 
 def _index_select_into(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
@@ -67,75 +67,57 @@ def _index_select_into(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence
     return out
 
 
-class _IndexSelect(torch.autograd.Function):
-    """y = x[:, index] by index_select; dy/dx applied as g[:, inverse] (a gather, not a scatter)."""
-
-    @staticmethod
-    def forward(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor, out_shape: Sequence[int]):
-        return _index_select_into(x, index, out_shape)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output) -> None:
-        x, index, inverse, _ = inputs
-        ctx.save_for_backward(index, inverse)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        index, inverse = ctx.saved_tensors
-        grad = grad.reshape(grad.shape[0], -1)
-        if torch.is_grad_enabled():  # create_graph=True: the backward gather is differentiable too
-            return _IndexSelect.apply(grad, inverse, index, (grad.shape[1],)), None, None, None
-        return grad.index_select(1, inverse), None, None, None
+def _gather_into(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
+    """torch.gather with the index expanded over the batch (parallel over B·m on the CPU)."""
+    out, flat = _fresh(x, out_shape)
+    torch.gather(x, 1, index.long().expand(x.shape[0], -1), out=flat)
+    return out
 
 
-def index_select_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor,
-                        out_shape: Sequence[int]) -> torch.Tensor:
-    if torch.is_grad_enabled() and x.requires_grad:
-        return _IndexSelect.apply(x, index, inverse, tuple(out_shape))
-    return _index_select_into(x, index, out_shape)
+def _differentiable(kernel: Callable) -> Type[torch.autograd.Function]:
+    """y = kernel(x, index) with dy/dx applied as kernel(g, inverse): a gather, not a scatter; differentiable
+    twice (create_graph=True)."""
+
+    class Gather(torch.autograd.Function):
+        @staticmethod
+        def forward(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor, out_shape: Sequence[int]):
+            return kernel(x, index, out_shape)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output) -> None:
+            ctx.save_for_backward(inputs[1], inputs[2])
+
+        @staticmethod
+        def backward(ctx, grad: torch.Tensor):
+            index, inverse = ctx.saved_tensors
+            grad = grad.reshape(grad.shape[0], -1)
+            if torch.is_grad_enabled():  # create_graph=True: the backward gather is differentiable too
+                return Gather.apply(grad, inverse, index, (grad.shape[1],)), None, None, None
+            return kernel(grad, inverse, (grad.shape[1],)), None, None, None
+
+    Gather.__name__ = Gather.__qualname__ = f'_Gather_{kernel.__name__.strip("_")}'
+    return Gather
+
+
+def _backend(kernel: Callable) -> Tuple[GatherFn, Type[torch.autograd.Function]]:
+    """A backend from a kernel: the autograd function when a gradient is needed, the plain kernel otherwise."""
+    function = _differentiable(kernel)
+
+    def gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor, out_shape: Sequence[int]):
+        if torch.is_grad_enabled() and x.requires_grad:
+            return function.apply(x, index, inverse, tuple(out_shape))
+        return kernel(x, index, out_shape)
+    return gather, function
+
+
+index_select_gather, _IndexSelect = _backend(_index_select_into)
+expanded_gather, _ExpandedGather = _backend(_gather_into)
 
 
 def plain_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor,
                  out_shape: Sequence[int]) -> torch.Tensor:
     """index_select and a reshape, whatever the grad mode; autograd's own backward (an index_add)."""
     return x.index_select(1, index).reshape(x.shape[0], *out_shape)
-
-
-# ---------------------------------------------------------------- backend: gather (expanded index)
-
-
-def _gather_into(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
-    out, flat = _fresh(x, out_shape)
-    torch.gather(x, 1, index.long().expand(x.shape[0], -1), out=flat)
-    return out
-
-
-class _ExpandedGather(torch.autograd.Function):
-    """y = x[:, index] by torch.gather with the index expanded over the batch (parallel over B·m on CPU)."""
-
-    @staticmethod
-    def forward(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor, out_shape: Sequence[int]):
-        return _gather_into(x, index, out_shape)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output) -> None:
-        x, index, inverse, _ = inputs
-        ctx.save_for_backward(index, inverse)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        index, inverse = ctx.saved_tensors
-        grad = grad.reshape(grad.shape[0], -1)
-        if torch.is_grad_enabled():
-            return _ExpandedGather.apply(grad, inverse, index, (grad.shape[1],)), None, None, None
-        return _gather_into(grad, inverse, (grad.shape[1],)), None, None, None
-
-
-def expanded_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor,
-                    out_shape: Sequence[int]) -> torch.Tensor:
-    if torch.is_grad_enabled() and x.requires_grad:
-        return _ExpandedGather.apply(x, index, inverse, tuple(out_shape))
-    return _gather_into(x, index, out_shape)
 
 
 # ---------------------------------------------------------------- backend: tuned (index_select or gather)

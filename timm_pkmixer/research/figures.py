@@ -278,14 +278,21 @@ def _plot_eval_loss(Figure, exp, points, out_dir):
     """Mean eval-loss curves per point, normal solid and RP dashed (the overfitting comparison of D.7)."""
     fig = Figure(figsize=(6.5, 3.8), layout='constrained')
     ax = fig.subplots()
-    cmap = [f'C{i}' for i in range(10)]
-    for i, p in enumerate(points):
+    colours: Dict[str, str] = {}  # one colour per setting, shared by its normal (solid) and RP (dashed) models
+    means = []
+    for p in points:
         curves = [r.curves['eval_loss'] for r in p.runs]
         n = min(len(c) for c in curves)
         mean = np.mean([c[:n] for c in curves], axis=0)
-        label_perm = p.description.permutation_label or 'SW-MLP'
-        ls = '--' if label_perm == 'random' else '-'
-        ax.plot(np.arange(n), mean, ls=ls, color=cmap[i % 10], lw=1, label=p.point)
+        means.append(mean)
+        setting = re.sub(r'_(normal|random)$', '', p.point)
+        colour = colours.setdefault(setting, f'C{len(colours) % 10}')
+        ls = '--' if p.description.permutation_label == 'random' else '-'
+        ax.plot(np.arange(n), mean, ls=ls, color=colour, lw=1, label=p.point)
+    finite = np.concatenate(means)
+    finite = finite[np.isfinite(finite) & (finite > 0)]
+    if finite.size and finite.max() / finite.min() > 10:
+        ax.set_yscale('log')
     ax.set_xlabel('epoch'), ax.set_ylabel('eval loss (mean over seeds)')
     ax.set_title(f'{exp}: eval loss (dashed: RP)', fontsize=10)
     ax.legend(fontsize=6, ncol=2)
