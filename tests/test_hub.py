@@ -125,6 +125,9 @@ def test_model_card(pushed):
     assert 'evaluated: epoch 1, `validation` split, EMA weights as pushed' in card
     assert 'datasets:\n- imagenet-1k\n' in (pushed[0]['pk'] / 'README.md').read_text()  # --dataset
     assert 'datasets:' not in card  # an ImageFolder run names no dataset
+    # the usage snippet's top-k never exceeds the classes (4 here; the 1000-class model keeps top-5)
+    assert '.softmax(-1).topk(4)' in card and 'topk(5)' not in card
+    assert '.softmax(-1).topk(5)' in (pushed[0]['pk'] / 'README.md').read_text()
 
 
 def test_metrics_only_when_they_describe_the_pushed_weights(run_dir, tmp_path, capsys):
