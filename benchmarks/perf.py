@@ -216,7 +216,7 @@ GPU_STEP_PAIRS = [
 ]
 
 
-def section_step(b: Bench, batch_224: int, batch_32: int, quick: bool) -> dict:
+def section_step(b: Bench, batch_224: int, batch_32: int, quick: bool, only: Optional[Sequence[str]] = None) -> dict:
     print(f'\n### 2. Training step (forward, backward, AdamW) and inference, '
           f'{"bf16 autocast" if b.amp else "fp32"}, {b.device.type}\n')
     out = {}
@@ -225,6 +225,8 @@ def section_step(b: Bench, batch_224: int, batch_32: int, quick: bool) -> dict:
     pairs = STEP_PAIRS[:4] if quick else STEP_PAIRS
     if b.device.type == 'cuda':
         pairs = pairs + GPU_STEP_PAIRS
+    if only:
+        pairs = [p for p in pairs if p[1] in only]
     for base, cand, limit, size in pairs:
         batch = batch_224 if size == 224 else batch_32
         ncls = 1000 if size == 224 else 10
@@ -522,6 +524,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     p.add_argument('--threads', type=int, nargs='+', default=None,
                    help='torch.set_num_threads values to run every section at (CPU; default: 1 and all cores)')
     p.add_argument('--reps', type=int, default=None, help='timed repetitions (default 10, --quick 4)')
+    p.add_argument('--pairs', default=None,
+                   help='step section: only the pairs whose candidate is in this comma-separated list')
     p.add_argument('--json', default=None, help='also write the raw numbers here')
     args = p.parse_args(argv)
     sections = [s.strip() for s in args.only.split(',') if s.strip()]
@@ -550,7 +554,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
             if s == 'op':
                 res['op'] = section_op(b, 32, 256, 588)
             elif s == 'step':
-                res['step'] = section_step(b, batch_224, batch_32, args.quick)
+                res['step'] = section_step(b, batch_224, batch_32, args.quick,
+                                           args.pairs.split(',') if args.pairs else None)
             elif s == 'memory':
                 res['memory'] = section_memory(b, batch_224, batch_32, args.quick)
             elif s == 'compile':

@@ -251,8 +251,8 @@ def plot_report(report, out_dir) -> List:
                     ax.axhline(r['top1_err_mean'], ls='--', **{k: v for k, v in _STYLE[r['permutation']].items()
                                                                 if k in ('color', 'label')})
             ax.set_xticks(xs), ax.set_xlabel('position l of the random block'), ax.set_ylabel('test error (%)')
-            lows = [r['top1_err_mean'] for r in rows]
-            ax.set_ylim(min(lows) * 0.9, max(lows) * 1.08)
+            tops = [r['top1_err_mean'] + (0 if math.isnan(r['top1_err_sd']) else r['top1_err_sd']) for r in rows]
+            ax.set_ylim(0, max(tops) * 1.15)  # bars from zero: their heights compare honestly
             ax.set_title('one RP block among normal ones (Fig. S.4)', fontsize=10)
             ax.legend(fontsize=8)
         elif exp == 'gamma':
