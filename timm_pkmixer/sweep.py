@@ -70,8 +70,8 @@ def sweep_points_for(model: str, permutation: str, omega: Optional[int] = None) 
         return imagenet_width_sweep(permutation=permutation)
     if model.startswith('s_mixer_'):
         return cifar_width_sweep(2 ** 18 if omega is None else omega, permutation=permutation)
-    raise InvalidArgumentError(f'no width sweep for model {model!r}: use a recipe of pk_mixer_b_w / rp_mixer_b_w '
-                               '(ImageNet, Fig. 6d) or of an s_mixer_* model (C.4 pairs)')
+    raise InvalidArgumentError(f'no fixed width sweep for model {model!r}: use a recipe of pk_mixer_b_w / '
+                               'rp_mixer_b_w (ImageNet, Fig. 6d) or of an s_mixer_* model (C.4 pairs)')
 
 
 # model arguments an SW-MLP shares with the S-Mixer of the same sweep (input, patches, depth)
@@ -213,8 +213,12 @@ def experiment_points(
                                            'is the paper\'s fixed one')
             return _width(base, kwargs, permutations, omega)
         from .catalog import summarize
-        if summarize(base['model'], **kwargs).block_type != 'mlp':
-            raise InvalidArgumentError(f"no width sweep for model {base['model']!r}")
+        summary = summarize(base['model'], **kwargs)
+        if summary.block_type != 'mlp' or summary.img_size != 32:
+            raise InvalidArgumentError(
+                f"no width sweep for model {base['model']!r}: use a recipe of pk_mixer_b_w / rp_mixer_b_w (ImageNet, "
+                f"Fig. 6d), of an s_mixer_* model (C.4 pairs) or of a CIFAR MLP-Mixer (D.2, e.g. "
+                f"cifar10/pk_mixer_ss_w_32)")
         return _mlp_mixer_width(base, kwargs, permutations, omega, gamma, dims)
     if experiment == 'depth':
         return _depth(base, kwargs, permutations)
