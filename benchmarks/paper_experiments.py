@@ -24,11 +24,13 @@ import os
 import platform
 import resource
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 import yaml
 
@@ -63,7 +65,19 @@ def _run(cmd: list, env: dict, log: Path) -> float:
     return time.perf_counter() - start
 
 
-def _train(recipe: Path, runs: Path, data: Path, train_py: str, env: dict) -> float:
+def _finished(run: Path, epochs: int) -> bool:
+    """True when ``run/summary.csv`` holds every epoch (a run of an earlier, interrupted invocation)."""
+    summary = run / 'summary.csv'
+    return summary.is_file() and len(summary.read_text().strip().splitlines()) == epochs + 1
+
+
+def _train(recipe: Path, runs: Path, data: Path, train_py: str, env: dict, epochs: int) -> Optional[float]:
+    """Train one recipe; None when ``--resume`` found it finished. A partial run folder is started afresh."""
+    run = runs / recipe.stem
+    if epochs and _finished(run, epochs):
+        return None
+    if run.exists():
+        shutil.rmtree(run)
     seconds = _run(_cli('train', str(recipe), '--train-py', train_py, '--data-dir', str(data), '--output',
                         str(runs)), env, runs / f'{recipe.stem}.log')
     for ckpt in (runs / recipe.stem).glob('*.pth.tar'):
@@ -79,6 +93,9 @@ def main() -> None:
     p.add_argument('--seeds', type=int, default=5, help='seeds 0..N-1 (default 5)')
     p.add_argument('--epochs', type=int, default=40)
     p.add_argument('--jobs', type=int, default=2, help='runs at a time, one thread each (default 2)')
+    p.add_argument('--resume', action='store_true',
+                   help='keep runs of an interrupted invocation that finished every epoch (wall and CPU time '
+                        'then cover only the runs trained now; meta.json counts both)')
     args = p.parse_args()
 
     out = Path(args.out)
@@ -111,14 +128,17 @@ def main() -> None:
             _run(sweep, env, folder / 'sweep.log')
             recipes = sorted((folder / 'recipes').glob('*.yaml'))
             with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-                times = list(pool.map(lambda r, runs=runs: _train(r, runs, data, args.train_py, env), recipes))
+                times = list(pool.map(lambda r, runs=runs: _train(
+                    r, runs, data, args.train_py, env, args.epochs if args.resume else 0), recipes))
+            trained = [t for t in times if t is not None]
             report = _cli('report', str(runs), '--out-dir', str(folder / 'report'))
             _run(report, env, folder / 'report.log')
             cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             meta[experiment] = dict(
-                runs=len(recipes), wall_seconds=round(time.perf_counter() - wall0, 1),
+                runs=len(recipes), runs_trained=len(trained), runs_kept_from_earlier=len(times) - len(trained),
+                wall_seconds=round(time.perf_counter() - wall0, 1),
                 cpu_seconds=round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 1),
-                train_seconds_sum=round(sum(times), 1),
+                train_seconds_sum=round(sum(trained), 1),
                 commands=[shlex.join(sweep), f'pkmixer train RECIPE --train-py {args.train_py} --data-dir DIGITS '
                           f'--output {runs}   (x{len(recipes)}, {args.jobs} at a time)', shlex.join(report)],
                 load_average_end=os.getloadavg())

@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import timm
 
@@ -22,6 +23,14 @@ def test_models_table_lists_every_model():
     assert sorted(line.split()[0] for line in lines[1:]) == sorted(names)
     row = next(line for line in lines if line.startswith('rp_mixer_b_w ')).split()
     assert row[1:4] == ['RP', 'MLP-Mixer', '31.06'] and row[6:9] == ['256', '588', '8'] and row[10] == '150528'
+
+
+def test_readme_models_table_is_what_pkmixer_models_prints():
+    out = subprocess.run([sys.executable, '-m', 'timm_pkmixer', 'models', '--markdown'], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.startswith('| model | family | params (M) | GMACs |') and out.count('\n| `') == 18
+    readme = (Path(__file__).resolve().parent.parent / 'README.md').read_text()
+    assert out.strip() in readme, 'README.md: paste the output of `pkmixer models --markdown` under "## Models"'
 
 
 def test_summary_numbers():
