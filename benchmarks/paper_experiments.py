@@ -7,12 +7,12 @@ For each experiment (``depth``: Fig. 7; ``rp-block``: Fig. S.4; ``width``: Fig. 
     pkmixer report OUT/E/runs --out-dir OUT/E/report
 
 as subprocesses, on scikit-learn's bundled 8×8 digits written as an ImageFolder (stratified 50/50 split,
-`timm_pkmixer.datasets.write_digits_image_folder`). The base recipe (`OUT/digits_s_mixer.yaml`) scales the
-paper's S-Mixer setting down to 8×8 images: P = 2 (S0 = 16 patches of C0 = 12 values), S = C = 32, skip layer,
-AdamW lr 0.01, weight decay 0.05, 40 epochs, 2 warm-up epochs, cosine, batch 128, no augmentation, no label
-smoothing. Runs go two at a time with one thread each (2 cores). Checkpoints are deleted after each run;
-``args.yaml`` and ``summary.csv`` of every run are kept. ``OUT/meta.json`` records the commands, wall and CPU
-time, and versions.
+`timm_pkmixer.datasets.write_digits_image_folder`, into `OUT/digits`, not committed). The base recipe
+(`OUT/digits_s_mixer.yaml`) scales the paper's S-Mixer setting down to 8×8 images: P = 2 (S0 = 16 patches of C0 = 12
+values), S = C = 32, skip layer, AdamW lr 0.01, weight decay 0.05, 40 epochs, 2 warm-up epochs, cosine, batch 128, no
+augmentation, no label smoothing. Runs go two at a time with one thread each (2 cores). Checkpoints are deleted after
+each run; ``args.yaml`` and ``summary.csv`` of every run are kept. ``OUT/meta.json`` records the commands, wall and
+CPU time, and versions.
 
     python benchmarks/paper_experiments.py --train-py pytorch-image-models/train.py --out /tmp/paper_cpu
     python benchmarks/paper_experiments.py ... --out benchmarks/paper_experiments_results   # update the committed
@@ -27,7 +27,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -113,38 +112,44 @@ def main() -> None:
 
     import timm_pkmixer
     meta.update(torch=torch.__version__, timm=timm.__version__, timm_pkmixer=timm_pkmixer.__version__)
-    with tempfile.TemporaryDirectory() as tmp:
-        from timm_pkmixer.datasets import write_digits_image_folder
-        data = Path(tmp) / 'digits'
-        write_digits_image_folder(str(data))
-        for experiment in args.experiments:
-            folder = out / experiment
-            runs = folder / 'runs'
-            runs.mkdir(parents=True, exist_ok=True)
-            seeds = [str(s) for s in range(args.seeds)]
-            sweep = _cli('sweep', str(base_path), '--experiment', experiment, '--seeds', *seeds, '--out-dir',
-                         str(folder / 'recipes'), *EXPERIMENTS[experiment])
-            wall0, cpu0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-            _run(sweep, env, folder / 'sweep.log')
-            recipes = sorted((folder / 'recipes').glob('*.yaml'))
-            with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-                times = list(pool.map(lambda r, runs=runs: _train(
-                    r, runs, data, args.train_py, env, args.epochs if args.resume else 0), recipes))
-            trained = [t for t in times if t is not None]
-            report = _cli('report', str(runs), '--out-dir', str(folder / 'report'))
-            _run(report, env, folder / 'report.log')
-            cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            meta[experiment] = dict(
-                runs=len(recipes), runs_trained=len(trained), runs_kept_from_earlier=len(times) - len(trained),
-                wall_seconds=round(time.perf_counter() - wall0, 1),
-                cpu_seconds=round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 1),
-                train_seconds_sum=round(sum(trained), 1),
-                commands=[shlex.join(sweep), f'pkmixer train RECIPE --train-py {args.train_py} --data-dir DIGITS '
-                          f'--output {runs}   (x{len(recipes)}, {args.jobs} at a time)', shlex.join(report)],
-                load_average_end=os.getloadavg())
-            (out / 'meta.json').write_text(json.dumps(meta, indent=1))
-            print(f'{experiment}: {len(recipes)} runs, {meta[experiment]["wall_seconds"]} s wall, '
-                  f'{meta[experiment]["cpu_seconds"]} s CPU', flush=True)
+    from timm_pkmixer.datasets import write_digits_image_folder
+    # One data path for every invocation, so runs kept by --resume and runs trained now record the same data_dir
+    # (`pkmixer report` refuses to average runs that disagree on it). Deterministic, rewritten each time, not committed.
+    data = out / 'digits'
+    shutil.rmtree(data, ignore_errors=True)
+    write_digits_image_folder(str(data))
+    (out / '.gitignore').write_text('digits/\n*.pth.tar\n')
+    for experiment in args.experiments:
+        folder = out / experiment
+        runs = folder / 'runs'
+        runs.mkdir(parents=True, exist_ok=True)
+        seeds = [str(s) for s in range(args.seeds)]
+        sweep = _cli('sweep', str(base_path), '--experiment', experiment, '--seeds', *seeds, '--out-dir',
+                     str(folder / 'recipes'), *EXPERIMENTS[experiment])
+        wall0, cpu0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        _run(sweep, env, folder / 'sweep.log')
+        recipes = sorted((folder / 'recipes').glob('*.yaml'))
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            times = list(pool.map(lambda r, runs=runs: _train(
+                r, runs, data, args.train_py, env, args.epochs if args.resume else 0), recipes))
+        trained = [t for t in times if t is not None]
+        report = _cli('report', str(runs), '--out-dir', str(folder / 'report'))
+        _run(report, env, folder / 'report.log')
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        earlier = meta.get(experiment) if args.resume else None
+        meta[experiment] = dict(
+            runs=len(recipes), runs_trained=len(trained), runs_kept_from_earlier=len(times) - len(trained),
+            wall_seconds=round(time.perf_counter() - wall0, 1),
+            cpu_seconds=round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 1),
+            train_seconds_sum=round(sum(trained), 1),
+            commands=[shlex.join(sweep), f'pkmixer train RECIPE --train-py {args.train_py} --data-dir {data} '
+                      f'--output {runs}   (x{len(recipes)}, {args.jobs} at a time)', shlex.join(report)],
+            load_average_end=os.getloadavg())
+        if earlier:  # the record of the interrupted invocation(s) whose runs were kept
+            meta[experiment]['earlier_invocations'] = earlier.pop('earlier_invocations', []) + [earlier]
+        (out / 'meta.json').write_text(json.dumps(meta, indent=1))
+        print(f'{experiment}: {len(recipes)} runs, {meta[experiment]["wall_seconds"]} s wall, '
+              f'{meta[experiment]["cpu_seconds"]} s CPU', flush=True)
 
 
 if __name__ == '__main__':

@@ -299,3 +299,14 @@ def test_width_trend_benchmark_smoke(tmp_path):
     assert list(summary) == ['epoch', 'train_loss', 'eval_loss', 'eval_top1', 'lr'] and len(summary['epoch']) == 1
     meta = json.loads((out / 'meta.json').read_text())
     assert meta['pairs'] == [[int(c), int(s)] for c, s in pairs] and meta['runs'] == 8 and meta['wall_seconds'] > 0
+
+
+def test_square_channels_marks_where_c_equals_s():
+    from timm_pkmixer.research.figures import square_channels
+    assert square_channels([(16, 64), (32, 32), (64, 16)]) == 32.0
+    # the width sweep of benchmarks/paper_experiments.py: C = S lies between (S, C) = (83, 48) and (48, 83)
+    pairs = [(16, 173), (32, 113), (48, 83), (83, 48), (113, 32), (173, 16)]
+    assert square_channels(pairs) == pytest.approx((48 * 83) ** 0.5)
+    # an asymmetric pair of neighbours: the geometric mean of their √(S·C)
+    assert square_channels([(40, 90), (100, 30)]) == pytest.approx(((40 * 90) ** 0.5 * (100 * 30) ** 0.5) ** 0.5)
+    assert square_channels([(16, 173), (32, 113)]) is None  # all on one side of C = S

@@ -201,12 +201,37 @@ _STYLE = {'normal': dict(color='tab:blue', marker='o', label='normal'),
 
 
 def _errorbars(ax, series) -> None:
+    """One error-bar series per label; a series with two points at one x (the two sides of C = S at one width m)
+    gets markers only, since a line through it would zig-zag between them."""
     for label, values in series.items():
         xs, ys, sds = zip(*values)
         sds = [0 if math.isnan(s) else s for s in sds]
-        ax.errorbar(xs, ys, yerr=sds, capsize=3, lw=1.2, ms=5, **_STYLE.get(label, dict(label=label)))
+        ls = 'none' if len(set(xs)) < len(xs) else '-'
+        ax.errorbar(xs, ys, yerr=sds, capsize=3, lw=1.2, ms=5, ls=ls, **_STYLE.get(label, dict(label=label)))
     ax.set_ylabel('test error (%)')
     ax.legend(fontsize=8)
+
+
+def _label_ticks(ax, values) -> None:
+    """Ticks at the plotted values, as plain numbers (a log axis otherwise labels only powers of ten)."""
+    from matplotlib.ticker import NullFormatter
+    ax.set_xticks(sorted(set(values)), [f'{v:g}' for v in sorted(set(values))])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def square_channels(pairs: Sequence[tuple]) -> Optional[float]:
+    """Where C = S along a fixed-Ω sweep of ``(S, C)`` pairs: C of a pair with S = C, else the geometric mean of
+    √(S·C) of the two pairs nearest to it on either side (C just below S and C just above S); None when the sweep
+    does not cross C = S."""
+    if any(s == c for s, c in pairs):
+        return float(next(c for s, c in pairs if s == c))
+    below = [(s, c) for s, c in pairs if c < s]
+    above = [(s, c) for s, c in pairs if c > s]
+    if not below or not above:
+        return None
+    s0, c0 = max(below, key=lambda sc: sc[1])
+    s1, c1 = min(above, key=lambda sc: sc[1])
+    return math.sqrt(math.sqrt(s0 * c0) * math.sqrt(s1 * c1))
 
 
 def plot_report(report, out_dir) -> List:
@@ -225,9 +250,10 @@ def plot_report(report, out_dir) -> List:
             mixers = [p for p in points if p.description.dim is not None]
             _errorbars(ax_c, _series(mixers, lambda r: r['embed_dim']))
             ax_c.set_xscale('log'), ax_c.set_xlabel('channels C (at fixed Ω)')
-            square = [p.row()['embed_dim'] for p in mixers if p.description.dim == p.description.num_tokens]
-            for c in sorted(set(square)):
-                ax_c.axvline(c, color='grey', ls='--', lw=0.8)
+            _label_ticks(ax_c, [p.description.dim for p in mixers])
+            c_square = square_channels([(p.description.num_tokens, p.description.dim) for p in mixers])
+            if c_square is not None:
+                ax_c.axvline(c_square, color='grey', ls='--', lw=0.8)
             ax_c.set_title('error against C (dashed: C = S)', fontsize=10)
             _errorbars(ax_m, _series(points, lambda r: r['width']))
             ax_m.set_xlabel('effective width m'), ax_m.set_title('error against m', fontsize=10)
