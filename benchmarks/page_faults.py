@@ -1,10 +1,10 @@
 """Page faults per training step, normal vs RP Mixer, with glibc's default malloc and with freed memory kept mapped.
 
-Each gather of an RP model returns a fresh tensor; glibc's malloc returns large freed blocks to the kernel and
-maps them again, and the next op to write them pays first-touch page faults. This counts the minor faults
-(`getrusage`) and times the steps of both models interleaved in one process (2 warm-up steps each, then
-`--reps` steps, the order reversed every other repetition; medians), once per malloc setting and thread count,
-each in a fresh subprocess (the malloc setting is per process).
+Each gather of an RP model returns a fresh tensor; glibc's malloc returns large freed blocks to the kernel and maps
+them again, and the next op to write them pays first-touch page faults. This counts the minor faults (`getrusage`)
+and times the training steps of `perf.py` (`TrainStep`, batch 8) of both models interleaved in one process (2 warm-
+up steps each, then `--reps` steps, the order reversed every other repetition; medians), once per malloc setting and
+thread count, each in a fresh subprocess (the malloc setting is per process).
 
     python benchmarks/page_faults.py                       # rp_mixer_s16_224 vs pk_mixer_s16_224, 1 and 2 threads
     python benchmarks/page_faults.py --threads 2 --reps 20
@@ -23,38 +23,26 @@ KEEP_MAPPED = 'glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=
 
 def measure(normal: str, rp: str, threads: int, reps: int) -> dict:
     """Minor faults and seconds per training step of both models, interleaved in this process."""
-    import timm
     import torch
-    import torch.nn.functional as F
-
-    import timm_pkmixer  # noqa: F401
+    from perf import Bench, TrainStep, make_model, ratio  # benchmarks/perf.py: the same step and models
 
     torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    models = {n: timm.create_model(n) for n in (normal, rp)}
-    x, y = torch.randn(8, 3, 224, 224), torch.randint(0, 1000, (8,))
-    opts = {n: torch.optim.AdamW(m.parameters(), lr=1e-4) for n, m in models.items()}
-
-    def step(n: str) -> None:
-        loss = F.cross_entropy(models[n](x), y)
-        opts[n].zero_grad(set_to_none=True)
-        loss.backward()
-        opts[n].step()
-
-    for n in models:
-        step(n)
-        step(n)
-    secs = {n: [] for n in models}
-    faults = {n: [] for n in models}
+    b = Bench('cpu', 'float32', reps=reps, warmup=2)
+    steps = {n: TrainStep(make_model(n, b), b, batch=8, num_classes=1000) for n in (normal, rp)}
+    for n in steps:
+        for _ in range(b.warmup):
+            steps[n]()
+    secs = {n: [] for n in steps}
+    faults = {n: [] for n in steps}
     for r in range(reps):
-        for n in (list(models) if r % 2 == 0 else list(models)[::-1]):
+        for n in (list(steps) if r % 2 == 0 else list(steps)[::-1]):
             f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t0 = time.perf_counter()
-            step(n)
+            steps[n]()
             secs[n].append(time.perf_counter() - t0)
             faults[n].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
     return {'faults': {n: statistics.median(v) for n, v in faults.items()},
-            'ratio': statistics.median(b / a for a, b in zip(secs[normal], secs[rp]))}
+            'ratio': ratio(secs, rp, normal)['median']}
 
 
 def main() -> None:
