@@ -50,6 +50,7 @@ def run_sync(out: Path) -> dict:
     from timm.task import ClassificationTask
 
     import timm_pkmixer.cpu_ddp  # noqa: F401  (what --device-modules timm_pkmixer.cpu_ddp does)
+    import timm_pkmixer.replica_check  # noqa: F401  (what every recipe's device_modules does)
 
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(42 + rank)  # train.py seeds every rank differently: initial weights differ
@@ -91,6 +92,7 @@ def run_wrong_seed(out: Path) -> dict:
     from timm.task import ClassificationTask
 
     import timm_pkmixer.cpu_ddp  # noqa: F401
+    import timm_pkmixer.replica_check  # noqa: F401
     rank = dist.get_rank()
     model = timm.create_model(MODEL, **dict(MODEL_KWARGS, perm_seed=rank))  # no communication here
     task = ClassificationTask(model, torch.nn.CrossEntropyLoss(), device=torch.device('cpu'), verbose=False)
@@ -99,6 +101,21 @@ def run_wrong_seed(out: Path) -> dict:
     except RuntimeError as e:
         return {'refused': True, 'message': str(e), 'created': True}
     return {'refused': False, 'message': '', 'created': True}
+
+
+def run_unchecked(out: Path) -> dict:
+    """Ranks with different perm_seed and no replica check: what DDP's own buffer broadcast does."""
+    from timm.task import ClassificationTask
+
+    import timm_pkmixer.cpu_ddp  # noqa: F401  (the replica check is not installed)
+    rank, report = dist.get_rank(), {}
+    for broadcast in (True, False):
+        model = timm.create_model(MODEL, **dict(MODEL_KWARGS, perm_seed=rank))
+        task = ClassificationTask(model, torch.nn.CrossEntropyLoss(), device=torch.device('cpu'), verbose=False)
+        task.prepare_distributed(device_ids=[torch.device('cpu')], broadcast_buffers=broadcast)
+        perms = flat([b for n, b in model.named_buffers() if n.endswith(('.index', '.inverse'))])
+        report[f'perms_same_broadcast_{broadcast}'] = same_on_all_ranks(perms)
+    return report
 
 
 def run_solo(out: Path) -> dict:
@@ -182,6 +199,7 @@ def main() -> None:
     dist.init_process_group('gloo')
     torch.set_num_threads(1)
     report = {'sync': run_sync, 'wrong_seed': run_wrong_seed, 'solo': run_solo, 'fsdp2': run_fsdp2,
+              'unchecked': run_unchecked,
               'raw_ddp': run_raw_ddp}[mode](out)
     report['world_size'] = dist.get_world_size()
     (out / f'rank{dist.get_rank()}.json').write_text(json.dumps(report))

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from timm_pkmixer.catalog import models_near_omega, summarize
+from timm_pkmixer.catalog import list_pkmixer_models, models_near_omega, summarize
 from timm_pkmixer.cli import main
 from timm_pkmixer.description import describe_mixer
 from timm_pkmixer.layers import make_pk_mlp
@@ -78,9 +78,13 @@ def test_model_width_reads_the_models():
     assert round(bw.gamma, 2) == 4.57
     sw = summarize('sw_mlp_o18_32')
     assert (sw.width, sw.density, sw.dim, sw.width_fraction) == (724, 0.5, None, None)
-    assert [m.name for m in models_near_omega(2 ** 18)] == ['s_mixer_rp_first_s64c64_32', 's_mixer_rp_s64c64_32',
-                                                            's_mixer_s64c64_32']
-    assert [m.name for m in models_near_omega(OMEGA_B)] == ['pk_mixer_b_w', 'rp_mixer_b_w']
+    for omega, members in ((2 ** 18, {'s_mixer_s64c64_32', 's_mixer_rp_s64c64_32'}),
+                           (OMEGA_B, {'pk_mixer_b_w', 'rp_mixer_b_w'})):
+        near = [m.name for m in models_near_omega(omega)]
+        assert near == sorted(near) and members <= set(near)
+        for name in list_pkmixer_models():  # exactly the registry's Mixers within 5 % of Ω
+            d = timm.create_model(name, device='meta').describe()
+            assert (name in near) == (d.dim is not None and abs(d.omega / omega - 1) <= 0.05), name
     with pytest.raises(ValueError, match="unknown model 'mixer_b16_224'"):
         summarize('mixer_b16_224')
 

@@ -5,21 +5,27 @@ Every rank of a data-parallel run must hold the same ones: DDP averages gradient
 meaningful when every rank computes the same function, and a rank built with another seed would otherwise
 train a different function without any error.
 
-The check runs where the ranks already meet: when a model is wrapped in ``DistributedDataParallel`` (what
-timm's train.py does, on every rank, after ``--device-modules timm_pkmixer`` imported this package). The
-ranks of the DDP's process group exchange a :func:`structure_fingerprint` of the model (one all-gather of
-a short string, beside DDP's own collectives at construction) and refuse to wrap it if they disagree.
-Creating a model does no distributed communication, so a model built on one rank alone (export, push,
-evaluation) returns at once. Other wrappers (FSDP2's ``fully_shard``) do not go through this hook: call
-:func:`check_replicas` on every rank after building the model. ``TIMM_PKMIXER_CHECK_REPLICAS=0`` turns the
-check off.
+Importing the package changes nothing in torch. The check runs only where it is asked for:
+
+* :func:`check_replicas` on every rank after building the model (any wrapper: FSDP2's ``fully_shard``, your own
+  loop);
+* at ``DistributedDataParallel(...)``, once :func:`install_ddp_replica_check` has run — what
+  ``--device-modules timm_pkmixer.replica_check`` does in timm's train.py (every recipe asks for it). The ranks
+  of the DDP's process group exchange a :func:`structure_fingerprint` (one all-gather of a short string, beside
+  DDP's own collectives at construction) and refuse to wrap the model if they disagree.
+
+Creating a model does no distributed communication, so a model built on one rank alone returns at once.
+``TIMM_PKMIXER_CHECK_REPLICAS=0`` turns the check off. Without it, DDP's own initial broadcast (train.py's
+default, ``broadcast_buffers=True``) copies rank 0's permutation and mask buffers to every rank: the replicas
+then compute rank 0's function, whatever seed each rank was given; with ``--no-ddp-bb`` nothing is copied and
+ranks with different seeds train different functions without an error.
 """
 import functools
 import hashlib
 import inspect
 import os
 from collections import defaultdict
-from typing import Any, Optional
+from typing import Any, Callable, Dict, Optional
 
 import torch.distributed as dist
 from torch import nn
@@ -28,7 +34,7 @@ from .errors import UserInputError
 from .layers.structure import DerivedStructure
 
 __all__ = ['CHECK_ENV', 'ReplicaMismatchError', 'structure_fingerprint', 'check_replicas',
-           'install_ddp_replica_check']
+           'install_ddp_replica_check', 'install_cpu_ddp']
 
 CHECK_ENV = 'TIMM_PKMIXER_CHECK_REPLICAS'
 
@@ -76,20 +82,58 @@ def check_replicas(model: nn.Module, group: Optional[Any] = None, name: str = 'm
             f'{detail}. Use the same --model-kwargs on every rank.')
 
 
-def install_ddp_replica_check() -> None:
-    """Make ``DistributedDataParallel(module, …)`` run :func:`check_replicas` on `module` first (idempotent;
-    every rank constructs the DDP wrapper together, so the collective cannot hang)."""
+# (arguments bound to DistributedDataParallel.__init__'s signature) -> None; may edit the arguments in place
+DdpInitStep = Callable[[Dict[str, Any]], None]
+
+
+def _add_ddp_init_step(tag: str, step: DdpInitStep) -> None:
+    """Run `step` on the bound arguments of every ``DistributedDataParallel(...)`` before torch's own ``__init__``.
+
+    The class itself gets the wrapped ``__init__`` (however a caller looks the class up: timm imports it inside
+    the function that wraps the model); each `tag` is installed once.
+    """
     from torch.nn.parallel import DistributedDataParallel
     original = DistributedDataParallel.__init__
-    if getattr(original, '_timm_pkmixer_replica_check', False):
+    tags = getattr(original, '_timm_pkmixer_steps', ())
+    if tag in tags:
         return
     signature = inspect.signature(original)
 
     @functools.wraps(original)
-    def __init__(self, module: nn.Module, *args: Any, **kwargs: Any) -> None:
-        group = signature.bind_partial(self, module, *args, **kwargs).arguments.get('process_group')
-        check_replicas(module, group=group, name=type(module).__name__)
-        original(self, module, *args, **kwargs)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        step(bound.arguments)
+        original(*bound.args, **bound.kwargs)
 
-    __init__._timm_pkmixer_replica_check = True
+    __init__._timm_pkmixer_steps = (*tags, tag)
     DistributedDataParallel.__init__ = __init__
+
+
+def install_ddp_replica_check() -> None:
+    """Make ``DistributedDataParallel(module, …)`` run :func:`check_replicas` on `module` first (idempotent;
+    every rank constructs the DDP wrapper together, so the collective cannot hang). Opt-in: imported by
+    ``--device-modules timm_pkmixer.replica_check``; importing the package does not call it."""
+    def check(arguments: Dict[str, Any]) -> None:
+        module = arguments['module']
+        check_replicas(module, group=arguments.get('process_group'), name=type(module).__name__)
+
+    _add_ddp_init_step('replica_check', check)
+
+
+def _cpu_only(devices: Any) -> bool:
+    import torch
+    return bool(devices) and all(torch.device(d).type == 'cpu' for d in devices)
+
+
+def install_cpu_ddp() -> None:
+    """Let ``DistributedDataParallel(cpu_module, device_ids=[cpu])`` through, as ``device_ids=None`` (what PyTorch
+    requires of a CPU module; timm's train.py passes its device). GPU calls are untouched. Opt-in: imported by
+    ``--device-modules timm_pkmixer.cpu_ddp``."""
+    def drop_cpu_device_ids(arguments: Dict[str, Any]) -> None:
+        if _cpu_only(arguments.get('device_ids')):
+            arguments['device_ids'] = None
+            output = arguments.get('output_device')
+            if output is not None and _cpu_only([output]):
+                arguments['output_device'] = None
+
+    _add_ddp_init_step('cpu_device_ids', drop_cpu_device_ids)
