@@ -14,8 +14,7 @@ import torch
 import yaml
 from huggingface_hub import HfApi, RepoUrl
 from safetensors.torch import load_file, save_file
-from timm.models import get_pretrained_cfg
-from timm.models._hub import save_for_hf
+from timm.models import get_pretrained_cfg, save_for_hf
 
 from timm_pkmixer.catalog import summarize
 from timm_pkmixer.cli import main as pkmixer

@@ -130,6 +130,13 @@ def test_arguments_survive_push_and_expansion(name, tmp_path):
         _same_function(expanded, again, expanded.model_args['img_size'])
 
 
+def test_a_registered_per_block_pattern_follows_num_blocks():
+    model = timm.create_model('s_mixer_rp_first_s64c64_32', num_blocks=3, device='meta')
+    assert model.model_args['permutation'] == ('random', 'normal', 'normal')
+    with pytest.raises(ValueError, match='num_blocks must be'):
+        timm.create_model('s_mixer_rp_first_s64c64_32', num_blocks=0, device='meta')
+
+
 def test_the_record_follows_a_new_head_and_pruning():
     model = timm.create_model('s_mixer_rp_first_s64c64_32', device='meta')
     model.reset_classifier(3, '')

@@ -702,8 +702,11 @@ def s_mixer_rp_s64c64_32(pretrained: bool = False, **kwargs) -> PKMixer:
 
 @register_model
 def s_mixer_rp_first_s64c64_32(pretrained: bool = False, **kwargs) -> PKMixer:
-    """S-Mixer, S = C = 64, L=8, whose first block alone is Random-Permuted (Fig. S.4, D.5)."""
-    model_args = dict(num_tokens=64, embed_dim=64, permutation=['random'] + ['normal'] * 7, **_S_MIXER)
+    """S-Mixer, S = C = 64, L=8, whose first block alone is Random-Permuted (Fig. S.4, D.5); the pattern follows
+    `num_blocks`."""
+    depth = kwargs.get('num_blocks', _S_MIXER['num_blocks'])
+    first_random = ['random'] + ['normal'] * (depth - 1) if isinstance(depth, int) and depth >= 1 else 'random'
+    model_args = dict(num_tokens=64, embed_dim=64, permutation=first_random, **_S_MIXER)
     return _create_pk_mixer('s_mixer_rp_first_s64c64_32', pretrained, model_args, **kwargs)
 
 
