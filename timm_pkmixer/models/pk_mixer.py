@@ -269,6 +269,7 @@ class PKMixer(PKModelMixin, nn.Module):
     """MLP-Mixer / S-Mixer of the PK family, normal, Random-Permuted, or with a permutation per block.
 
     Input (B, in_chans, H, W); ``forward_features`` gives (B, S, C) tokens (NLC), ``forward`` logits.
+    ``model_args`` holds the arguments it was built with, resolved (:class:`~timm_pkmixer.models.ModelArgs`).
     """
 
     def __init__(

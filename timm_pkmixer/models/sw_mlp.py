@@ -116,7 +116,9 @@ def _resolve_args(given: Dict[str, Any]) -> ModelArgs:
 
 
 class SwMlp(PKModelMixin, nn.Module):
-    """SW-MLP: (B, in_chans, H, W) → (B, num_classes); ``forward_features`` gives (B, m, 1, 1)."""
+    """SW-MLP: (B, in_chans, H, W) → (B, num_classes); ``forward_features`` gives (B, m, 1, 1).
+    ``model_args`` holds the arguments it was built with, resolved (:class:`~timm_pkmixer.models.ModelArgs`).
+    """
 
     def __init__(
             self,
