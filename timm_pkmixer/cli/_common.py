@@ -1,11 +1,14 @@
 """Argument groups shared by several commands, defined once, and the helper that registers a command."""
 import argparse
 import ast
-from typing import Any, Callable, Dict, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, Sequence
 
+from ..errors import UserInputError
 from ..validation import cli_type, positive_int, positive_real
 
-__all__ = ['ParseKwargs', 'add_command', 'add_model_options', 'add_width_options', 'POSITIVE_INT', 'POSITIVE_REAL']
+__all__ = ['ParseKwargs', 'add_command', 'add_model_options', 'add_width_options', 'in_flag_terms', 'POSITIVE_INT',
+           'POSITIVE_REAL']
 
 POSITIVE_INT = cli_type(positive_int)
 POSITIVE_REAL = cli_type(positive_real, parse=float)
@@ -27,6 +30,20 @@ class ParseKwargs(argparse.Action):
             except (ValueError, SyntaxError):
                 kwargs[key] = text  # a plain string, as timm's ParseKwargs reads it
         setattr(namespace, self.dest, kwargs)
+
+
+@contextmanager
+def in_flag_terms(**flags: str) -> Iterator[None]:
+    """Re-raise a library error that starts with an argument's name in the terms of the command's option
+    (``repo_id must be …`` → ``--repo-id must be …``): the library speaks in arguments, the command in flags."""
+    try:
+        yield
+    except UserInputError as e:
+        message = str(e)
+        for name, flag in flags.items():
+            if message.startswith((f'{name} ', f'{name}:')):
+                raise type(e)(flag + message[len(name):]) from e
+        raise
 
 
 def add_command(subparsers: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int],

@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 
 from ..errors import CheckpointMismatchError
-from ..layers.structure import DerivedStructure
+from ..layers.structure import DerivedStructure, StructureProblem
 
 __all__ = ['check_state_dict', 'checkpoint_filter_fn', 'describe_state_dict']
 
@@ -174,21 +174,17 @@ def _structure_problems(state_dict: Dict[str, torch.Tensor], layers: Dict[str, D
     parts = []
     for what in ('permutation', 'mask'):
         group = {p: m for p, m in layers.items() if m.what == what}
-        problems: List[str] = []
-        mismatched: List[str] = []
+        problems: List[StructureProblem] = []
+        mismatched: List[StructureProblem] = []
         for prefix, layer in group.items():
-            found = layer.check_state(state_dict, prefix, name_seed=not mismatched)
-            if found:
-                key = prefix + layer.digest_name
-                for problem in found:
-                    (mismatched if problem.startswith(key + ': ') else problems).append(problem)
+            for problem in layer.check_state(state_dict, prefix, name_seed=not mismatched):
+                (mismatched if problem.kind == 'digest' else problems).append(problem)
         if mismatched:
             first = next(iter(group.values()))
-            first_key = mismatched[0].split(':', 1)[0]
-            parts.append(f'{len(mismatched)} of {len(group)} {first.digest_noun} (first: {first_key}) differ from '
-                         f'those of {first.seed_arg}={first.seed}: {mismatched[0]}')
+            parts.append(f'{len(mismatched)} of {len(group)} {first.digest_noun} (first: {mismatched[0].key}) differ '
+                         f'from those of {first.seed_arg}={first.seed}: {mismatched[0].message}')
         if problems:
-            parts.append(f'{len(problems)} {what} problems: ' + '; '.join(problems[:3])
+            parts.append(f'{len(problems)} {what} problems: ' + '; '.join(p.message for p in problems[:3])
                          + (f'; … ({len(problems)} in all)' if len(problems) > 3 else ''))
     return parts
 
