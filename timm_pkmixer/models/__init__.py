@@ -2,3 +2,4 @@
 from ._checkpoint import check_state_dict, checkpoint_filter_fn
 from .pk_mixer import PKMixer, PKMixerBlock
 from .sw_mlp import SparseBlock, SwMlp
+from .shallow import ShallowBlock, ShallowMlp
