@@ -14,6 +14,7 @@ pair is such a Monarch matrix with weight-shared blocks, L = I_S ⊗ Vᵀ and R 
 :class:`~.kron_linear.KroneckerLinear`, the shared-block case).
 """
 import math
+
 import torch
 import torch.nn as nn
 

@@ -1,5 +1,5 @@
 """Registers the PK-family models in timm's model registry."""
 from ._checkpoint import check_state_dict, checkpoint_filter_fn
 from .pk_mixer import PKMixer, PKMixerBlock
-from .sw_mlp import SparseBlock, SwMlp
 from .shallow import ShallowBlock, ShallowMlp
+from .sw_mlp import SparseBlock, SwMlp

@@ -68,11 +68,13 @@ class ShallowBlock(nn.Module):
 
 
 def _act_name(act_layer: Union[str, Callable[..., nn.Module]], layer: Callable[..., nn.Module]) -> str:
-    """The timm name of an activation (for `model_args`); refused if it has none."""
+    """The timm name of an activation (for `model_args`; torch's ``nn.GELU`` is timm's 'gelu'); refused if it has
+    none."""
     if isinstance(act_layer, str):
         return act_layer
     for name in _ACT_LAYER_DEFAULT:
-        if get_act_layer(name) is layer:
+        if get_act_layer(name) is layer or (getattr(nn, getattr(layer, '__name__', ''), None) is layer and
+                                            layer.__name__.lower() == name.replace('_', '')):
             return name
     raise InvalidArgumentError(f'act_layer {act_layer!r} has no timm name: give it by name (e.g. "relu")')
 
