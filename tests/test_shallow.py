@@ -185,3 +185,15 @@ def test_errors_name_the_argument():
         ShallowMlp(act_layer='nope')
     with pytest.raises(InputShapeError, match=r'expected \(B, 1, 8, 8\)'):
         timm.create_model('shallow_monarch_8')(torch.randn(2, 1, 28, 28))
+
+
+@pytest.mark.parametrize('structure', ['monarch', 'kron'])
+def test_mnist_recipes_are_c1(structure):
+    from timm_pkmixer.recipes import load_recipe, resolve_recipe
+    cfg = load_recipe(str(resolve_recipe(f'mnist/shallow_{structure}_28')))
+    assert (cfg['model'], cfg['dataset'], cfg['in_chans'], cfg['img_size']) == (
+        f'shallow_{structure}_28', 'torch/mnist', 1, 28)
+    assert (cfg['opt'], cfg['epochs'], cfg['sched'], cfg['lr'], cfg['warmup_epochs']) == (
+        'adamw', 200, 'cosine', 0.01, 0)
+    text = resolve_recipe(f'mnist/shallow_{structure}_28').read_text()
+    assert 'for s in 0 1 2 3 4; do' in text  # five seeds, as Fig. 2(d)
