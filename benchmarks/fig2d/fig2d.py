@@ -10,9 +10,10 @@ batch 128, weight decay 0.05 (not given in C.1), no augmentation, no label smoot
 with one thread each. It writes
 
     OUT/runs.csv     one row per run: model, seed, epochs, final and best top-1 error, train loss, seconds
-    OUT/curves.csv   per epoch: model, seed, epoch, eval top-1 error, eval loss, train loss
     OUT/fig2d.png    test error per epoch, mean ± sd over seeds, and the final errors
-    OUT/meta.json    the commands, versions, wall and CPU time
+    OUT/meta.json    the commands, versions, summary, wall and CPU time
+    OUT/work/        recipes, run folders (args.yaml, summary.csv), logs, the data, curves.csv (per epoch):
+                     not committed
 
 The MNIST recipe (the paper's setting) is ``train_recipes/mnist/shallow_monarch_28.yaml`` (and ``shallow_kron_28``).
 
@@ -144,8 +145,8 @@ def main() -> None:
                          best_top1_err=round(100 - max(r['eval_top1'] for r in rows), 4),
                          final_eval_loss=round(last['eval_loss'], 5), final_train_loss=round(last['train_loss'], 5),
                          seconds=round(secs, 1)))
-    for name, rows in (('runs.csv', runs), ('curves.csv', curves)):
-        with open(out / name, 'w', newline='') as f:
+    for path, rows in ((out / 'runs.csv', runs), (work / 'curves.csv', curves)):
+        with open(path, 'w', newline='') as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
             w.writeheader()
             w.writerows(rows)
