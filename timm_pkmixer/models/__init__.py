@@ -2,4 +2,5 @@
 from ._checkpoint import check_state_dict, checkpoint_filter_fn
 from ._common import ModelArgs
 from .pk_mixer import PKMixer, PKMixerBlock
+from .shallow import ShallowBlock, ShallowMlp
 from .sw_mlp import SparseBlock, SwMlp
