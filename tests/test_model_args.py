@@ -14,6 +14,7 @@ from timm_pkmixer import PKMixer, SwMlp, expand_resolution
 from timm_pkmixer.catalog import list_pkmixer_models
 from timm_pkmixer.checkpoint_file import build_validated_model, read_checkpoint
 from timm_pkmixer.hub import write_hub_folder
+from timm_pkmixer.models import ShallowMlp
 from timm_pkmixer.models._common import TRAINING_ONLY_ARGS, ModelArgs
 
 from conftest import randomize_
@@ -37,6 +38,11 @@ VARIANTS: Dict[type, List[Dict[str, Any]]] = {
         dict(num_classes=7, img_size=(16, 24), in_chans=2, patch_size=4, embed_dim=6, num_blocks=2, density=0.3,
              width=64, gamma=2.0, mask_seed=3, norm_eps=1e-3, act_layer='relu', drop_rate=0.1),
         dict(num_classes=0, img_size=16, patch_size=(4, 8), num_blocks=2, density=0.4, omega=3000.0, global_pool=''),
+    ],
+    ShallowMlp: [
+        dict(num_classes=0, img_size=(4, 8), in_chans=2, structure='kronecker', num_blocks=3, act_layer='gelu',
+             drop_rate=0.1, global_pool=''),
+        dict(num_classes=3, img_size=(2, 8), structure='monarch', num_blocks=1),
     ],
 }
 EXPANDABLE = (PKMixer,)

@@ -20,18 +20,14 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
-from timm.layers import get_act_layer
-from timm.layers.create_act import _ACT_LAYER_DEFAULT
 from timm.models import build_model_with_cfg, checkpoint_seq, generate_default_cfgs, register_model
-from timm.models._features import feature_take_indices
 
+from .._timm import feature_take_indices
 from ..description import ModelDescription, describe_shallow
-from ..errors import InvalidArgumentError
 from ..layers import KroneckerLinear, MonarchLinear, monarch_block_size
 from ..validation import choice, int_pair, non_negative_int, positive_int, rate
 from ._checkpoint import checkpoint_filter_fn
-from ._common import PKModelMixin, check_input, merge_args, paper_cfg
-from .pk_mixer import _act_layer
+from ._common import ModelArgs, PKModelMixin, act_layer_arg, check_input, merge_args, paper_cfg
 
 __all__ = ['STRUCTURES', 'ShallowBlock', 'ShallowMlp']
 
@@ -65,18 +61,6 @@ class ShallowBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.act(self.fc(x))
-
-
-def _act_name(act_layer: Union[str, Callable[..., nn.Module]], layer: Callable[..., nn.Module]) -> str:
-    """The timm name of an activation (for `model_args`; torch's ``nn.GELU`` is timm's 'gelu'); refused if it has
-    none."""
-    if isinstance(act_layer, str):
-        return act_layer
-    for name in _ACT_LAYER_DEFAULT:
-        if get_act_layer(name) is layer or (getattr(nn, getattr(layer, '__name__', ''), None) is layer and
-                                            layer.__name__.lower() == name.replace('_', '')):
-            return name
-    raise InvalidArgumentError(f'act_layer {act_layer!r} has no timm name: give it by name (e.g. "relu")')
 
 
 class ShallowMlp(PKModelMixin, nn.Module):
@@ -116,7 +100,7 @@ class ShallowMlp(PKModelMixin, nn.Module):
         num_blocks = positive_int('num_blocks', num_blocks)
         drop_rate = rate('drop_rate', drop_rate)
         global_pool = choice('global_pool', global_pool, ('', 'avg'))
-        act = _act_layer(act_layer)
+        act_name, act = act_layer_arg(act_layer)
         features = in_chans * img_size[0] * img_size[1]
         if structure == 'monarch':
             b = monarch_block_size('in_chans·H·W', features)
@@ -144,9 +128,9 @@ class ShallowMlp(PKModelMixin, nn.Module):
         self.head_drop = nn.Dropout(drop_rate)
         self.head = nn.Linear(features, num_classes, **dd) if num_classes > 0 else nn.Identity()
         self.init_weights()
-        self.model_args: Dict[str, Any] = dict(
-            num_classes=num_classes, img_size=list(img_size), in_chans=in_chans, structure=structure,
-            num_blocks=num_blocks, act_layer=_act_name(act_layer, act), drop_rate=drop_rate, global_pool=global_pool)
+        self.model_args = ModelArgs(dict(
+            num_classes=num_classes, img_size=img_size, in_chans=in_chans, structure=structure,
+            num_blocks=num_blocks, act_layer=act_name, drop_rate=drop_rate, global_pool=global_pool))
 
     @torch.jit.ignore
     def describe(self) -> ModelDescription:
