@@ -43,6 +43,7 @@ from timm.models.mlp_mixer import _init_weights as _timm_mixer_init_weights
 from ..description import ModelDescription, describe_mixer
 from ..errors import ArgumentTypeError, InvalidArgumentError
 from ..layers import PERMUTATIONS, SkipLayer, make_pk_mlp
+from ..sizes import check_mixer_size
 from ..validation import (
     boolean,
     choice,
@@ -292,6 +293,11 @@ class PKMixer(PKModelMixin, nn.Module):
                                        f'{tiles} × {tiles} tiles')
         norm_layer = _norm_layer(norm_layer, norm_eps)
         act_layer = _act_layer(act_layer)
+        check_mixer_size(  # refuse sizes past the device's memory before allocating (timm_pkmixer.sizes)
+            grid=grid, in_chans=in_chans, patch_size=patch_size, embed_dim=embed_dim, num_tokens=num_tokens,
+            num_blocks=num_blocks, block_type=block_type, mlp_ratio=mlp_ratio, gamma=gamma,
+            token_hidden_dim=token_hidden_dim, channel_hidden_dim=channel_hidden_dim, permutations=permutations,
+            skip_layer=skip_layer, num_classes=num_classes, device=device, dtype=dtype)
 
         self.num_classes = num_classes
         self.in_chans = in_chans
@@ -424,7 +430,7 @@ class PKMixer(PKModelMixin, nn.Module):
             H, W = self.stem.dynamic_feat_size((height, width))
             if self.tiles > 1:
                 intermediates = [self.tile_tokens.ungroup(y) for y in intermediates]
-            intermediates = [y.reshape(B, H, W, -1).permute(0, 3, 1, 2).contiguous() for y in intermediates]
+            intermediates = [y.reshape(B, H, W, y.shape[-1]).permute(0, 3, 1, 2).contiguous() for y in intermediates]
         if intermediates_only:
             return intermediates
         x = self.norm(x)

@@ -25,6 +25,7 @@ from timm.models._features import feature_take_indices
 from ..description import ModelDescription, describe_sw_mlp
 from ..errors import InvalidArgumentError
 from ..layers import MaskedLinear
+from ..sizes import check_sw_mlp_size
 from ..validation import choice, integer, non_negative_int, optional, positive_int, positive_real, probability, rate
 from ..width import sw_mlp_width
 from ._checkpoint import checkpoint_filter_fn
@@ -135,6 +136,10 @@ class SwMlp(PKModelMixin, nn.Module):
                 f'weights each (the SW-MLP stores O(m²); at most m = {MAX_WIDTH} is accepted)')
         embed_dim = embed_dim or in_chans * patch_size[0] * patch_size[1]
         act_layer = _act_layer(act_layer)
+        check_sw_mlp_size(  # refuse sizes past the device's memory before allocating (timm_pkmixer.sizes)
+            grid=grid, in_chans=in_chans, patch_size=patch_size, embed_dim=embed_dim, width=width, width_source=source,
+            num_blocks=num_blocks, gamma=None if gamma is None else gamma_value, num_classes=num_classes,
+            device=device, dtype=dtype)
 
         self.num_classes = num_classes
         self.in_chans = in_chans
