@@ -29,7 +29,7 @@ from timm.layers import get_act_layer
 from .errors import InvalidArgumentError
 from .layers import SkipLayer
 from .models import PKMixer, SwMlp
-from .sizes import check_mixer_size
+from .sizes import check_architecture_size
 from .validation import integer
 
 __all__ = ['architecture_args', 'expanded_model_args', 'check_expanded_size', 'expand_resolution', 'tile_images',
@@ -101,17 +101,10 @@ def expanded_model_args(model: PKMixer, factor: int) -> Dict[str, Any]:
 def check_expanded_size(args: Dict[str, Any], factor: int, device: torch.device, dtype: torch.dtype) -> int:
     """Refuse, naming `factor`, an expansion whose model and new weights (two copies) would not fit in `device`'s
     memory (:mod:`timm_pkmixer.sizes`), before anything is allocated; returns the bytes it needs."""
-    img, patch = args['img_size'], args['patch_size']
-    permutation = args['permutation']
-    return check_mixer_size(
-        grid=(img[0] // patch[0], img[1] // patch[1]), in_chans=args['in_chans'], patch_size=tuple(patch),
-        embed_dim=args['embed_dim'], num_tokens=args['num_tokens'], num_blocks=args['num_blocks'],
-        block_type=args['block_type'], mlp_ratio=None, gamma=None, token_hidden_dim=args.get('token_hidden_dim'),
-        channel_hidden_dim=args.get('channel_hidden_dim'),
-        permutations=[permutation] * args['num_blocks'] if isinstance(permutation, str) else permutation,
-        skip_layer=args['skip_layer'], num_classes=args['num_classes'], device=device, dtype=dtype,
-        cause=f'factor={factor} (images {img[0]}×{img[1]}, {args["num_tokens"]} tokens)', copies=2,
-        what='the expanded model', advice='Use a smaller factor.')
+    img = args['img_size']
+    return check_architecture_size(
+        args, device=device, dtype=dtype, cause=f'factor={factor} (images {img[0]}×{img[1]}, {args["num_tokens"]} '
+        f'tokens)', copies=2, what='the expanded model', advice='Use a smaller factor.')
 
 
 def _block_diagonal(source: torch.Tensor, tiles: int) -> torch.Tensor:

@@ -16,13 +16,14 @@ Sizes are Python integers (no overflow) computed from the resolved sizes; the co
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Optional, Sequence, Tuple, Union
 
 import torch
 
 from .errors import ModelTooLargeError
 
-__all__ = ['PlannedTensor', 'META_LIMIT', 'device_memory', 'check_memory', 'check_mixer_size', 'check_sw_mlp_size']
+__all__ = ['PlannedTensor', 'META_LIMIT', 'device_memory', 'check_memory', 'check_mixer_size', 'check_sw_mlp_size',
+           'check_architecture_size']
 
 META_LIMIT = 2 ** 50  # 1 PiB: the bound on the meta device
 
@@ -186,22 +187,30 @@ def check_mixer_size(
     ]
     if skip_layer or (skip_layer is None and s != s0):
         plan.append(PlannedTensor('blocks.0.skip.proj.weight', (s, s0), itemsize, f'num_tokens={s}'))
+    # block 0 maps the S0 patches (its token FC reads S0 inputs), blocks 1.. map S tokens
+    first = [('blocks.0.mlp_tokens.fc1.weight', s0, 1)]
+    if L > 1:
+        first.append(('blocks.*.mlp_tokens.fc1.weight', s, L - 1))
     if token_hidden is None:  # S-Mixer: one FC per mixing
-        plan += [PlannedTensor('blocks.*.mlp_tokens.fc1.weight', (s, s), itemsize, f'num_tokens={s}', L),
-                 PlannedTensor('blocks.*.mlp_channels.fc1.weight', (c, c), itemsize, f'embed_dim={c}', L)]
+        plan += [PlannedTensor(name, (s, s_in), itemsize, f'num_tokens={s}', n) for name, s_in, n in first]
+        plan.append(PlannedTensor('blocks.*.mlp_channels.fc1.weight', (c, c), itemsize, f'embed_dim={c}', L))
     else:
+        plan += [PlannedTensor(name, (token_hidden, s_in), itemsize, token_src, n) for name, s_in, n in first]
         plan += [
-            PlannedTensor('blocks.*.mlp_tokens.fc1.weight', (token_hidden, s), itemsize, token_src, L),
             PlannedTensor('blocks.*.mlp_tokens.fc2.weight', (s, token_hidden), itemsize, token_src, L),
             PlannedTensor('blocks.*.mlp_channels.fc1.weight', (channel_hidden, c), itemsize, channel_src, L),
             PlannedTensor('blocks.*.mlp_channels.fc2.weight', (c, channel_hidden), itemsize, channel_src, L),
         ]
-    randoms = sum(p == 'random' for p in permutations)
-    if randoms:  # 4 permutations per random block, each an index and its inverse
+    randoms = [i for i, p in enumerate(permutations) if p == 'random']
+    if randoms:  # 4 permutations per random block, each an index and its inverse (block 0's first: of S0·C)
         m = s * c
-        plan.append(PlannedTensor('blocks.*.mlp_*.perm_*.index, inverse', (m,),
-                                  torch.empty((), dtype=index_dtype(m), device='meta').element_size(),
-                                  f"num_tokens={s}, embed_dim={c} (permutation='random')", 8 * randoms))
+        index_size = torch.empty((), dtype=index_dtype(m), device='meta').element_size()
+        src = f"num_tokens={s}, embed_dim={c} (permutation='random')"
+        first_in = 2 if randoms[0] == 0 else 0
+        plan.append(PlannedTensor('blocks.*.mlp_*.perm_*.index, inverse', (m,), index_size, src,
+                                  8 * len(randoms) - first_in))
+        if first_in:
+            plan.append(PlannedTensor('blocks.0.mlp_tokens.perm_in.index, inverse', (s0 * c,), index_size, src, 2))
     return check_memory(plan, device, cause=cause, copies=copies, what=what, advice=advice)
 
 
@@ -245,3 +254,16 @@ def check_sw_mlp_size(
         plan += [PlannedTensor('blocks.*.fc1.weight, mask', (hidden, m), masked, src, L),
                  PlannedTensor('blocks.*.fc2.weight, mask', (m, hidden), masked, src, L)]
     return check_memory(plan, device)
+
+
+def check_architecture_size(args: Dict[str, Any], device: Any = None, dtype: Any = None, **kwargs: Any) -> Size:
+    """:func:`check_mixer_size` for a Mixer given by its architecture arguments
+    (:func:`timm_pkmixer.expand.architecture_args`: explicit hidden widths, lists for sizes); `kwargs` go to it."""
+    img, patch, permutation = args['img_size'], args['patch_size'], args['permutation']
+    return check_mixer_size(
+        grid=(img[0] // patch[0], img[1] // patch[1]), in_chans=args['in_chans'], patch_size=tuple(patch),
+        embed_dim=args['embed_dim'], num_tokens=args['num_tokens'], num_blocks=args['num_blocks'],
+        block_type=args['block_type'], mlp_ratio=None, gamma=None, token_hidden_dim=args.get('token_hidden_dim'),
+        channel_hidden_dim=args.get('channel_hidden_dim'),
+        permutations=[permutation] * args['num_blocks'] if isinstance(permutation, str) else permutation,
+        skip_layer=args['skip_layer'], num_classes=args['num_classes'], device=device, dtype=dtype, **kwargs)
