@@ -155,24 +155,26 @@ def check_state_dict(
         m = _BLOCK.match(prefix)
         return not other_depth or m is None or int(m.group(1)) < min(ckpt_depth, model_depth)
 
+    arch = (getattr(model, 'pretrained_cfg', None) or {}).get('architecture') or type(model).__name__
+    head = f'checkpoint does not fit {arch} {_model_desc(model)}: '
+    if not state_dict and strict:
+        raise CheckpointMismatchError(head + 'the checkpoint holds no tensors at all (an empty state dict).')
     parts: List[str] = []
-    if not state_dict:
-        parts.append('the checkpoint holds no tensors at all')
-    elif other_depth and strict:
+    if other_depth and strict:
         parts.append(f'the checkpoint has {ckpt_depth} blocks, the model {model_depth} (num_blocks={model_depth}): '
                      f'build the model with num_blocks={ckpt_depth}')
     if strict:
         absent = [p for p, m in layers.items()
                   if p + m.digest_name not in state_dict and p + m.explicit_name not in state_dict and in_both(p)]
         perms_absent = [p for p in absent if layers[p].what == 'permutation']
-        if perms_absent and state_dict:
+        if perms_absent:
             pattern = model.describe().permutation_label
             parts.append(
                 f'the checkpoint has no permutation digests for {_block_list(perms_absent)}: it is a normal (non-RP) '
                 f'Mixer checkpoint there, but the model is Random-Permuted in those blocks '
                 f'(permutation={pattern!r})')
         masks_absent = [p for p in absent if layers[p].what == 'mask']
-        if masks_absent and state_dict:
+        if masks_absent:
             parts.append(f'the checkpoint has no mask digests for {_examples(masks_absent)}')
     foreign = sorted(p for p in {k.rsplit('.', 1)[0] + '.' for k in ckpt_structure_keys} - set(layers) if in_both(p))
     if foreign:
@@ -181,11 +183,9 @@ def check_state_dict(
             f'the checkpoint holds permutations of a Random-Permuted Mixer for {_block_list(owned or foreign)}, '
             f'but the model is a normal Mixer there'
             + (f' (permutation={model.describe().permutation_label!r})' if hasattr(model, 'describe') else ''))
-    if strict and state_dict:
+    if strict:
         parts += _key_problems(state_dict, model, model_structure_keys | ckpt_structure_keys, pretrained_cfg_may_adapt)
 
-    arch = (getattr(model, 'pretrained_cfg', None) or {}).get('architecture') or type(model).__name__
-    head = f'checkpoint does not fit {arch} {_model_desc(model)}: '
     if parts:  # another architecture or other model arguments
         ckpt = describe_state_dict(state_dict)
         raise CheckpointMismatchError(
