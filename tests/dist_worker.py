@@ -11,6 +11,8 @@ Usage: torchrun --nproc_per_node=2 tests/dist_worker.py MODE OUT_DIR
               at the root, to_empty, init_non_persistent_buffers, rank 0's initial weights broadcast, STEPS
               steps of AdamW on each rank's shard of one global batch; warnings recorded.
   raw_ddp     without timm_pkmixer.cpu_ddp, train.py's DDP call must fail with PyTorch's CPU error.
+  lonely      check_replicas called by one rank alone (each rank on its own group): a clear error after the
+              timeout, naming the fault; then both ranks call it together and it passes.
 """
 import json
 import sys
@@ -129,6 +131,26 @@ def run_solo(out: Path) -> dict:
     return report
 
 
+def run_lonely(out: Path) -> dict:
+    """Each rank alone calls check_replicas on a group of both ranks (rank 0 on one group, rank 1 on another):
+    each must give up after its timeout with an error saying that every rank must call it; a call by both
+    ranks on the default group still passes."""
+    import time
+    rank = dist.get_rank()
+    groups = [dist.new_group([0, 1]), dist.new_group([0, 1])]  # every rank creates both, in the same order
+    model = timm.create_model(MODEL, **MODEL_KWARGS)
+    start = time.perf_counter()
+    try:
+        timm_pkmixer.check_replicas(model, group=groups[rank], timeout=2)
+        report = {'refused': False, 'message': ''}
+    except RuntimeError as e:
+        report = {'refused': True, 'message': str(e), 'type': type(e).__name__}
+    report['seconds'] = time.perf_counter() - start
+    timm_pkmixer.check_replicas(model, timeout=60)  # both ranks: passes
+    report['together'] = True
+    return report
+
+
 def initial_state_dict() -> dict:
     """The weights both the FSDP2 run and the one-process reference start from."""
     torch.manual_seed(1234)
@@ -200,7 +222,7 @@ def main() -> None:
     torch.set_num_threads(1)
     report = {'sync': run_sync, 'wrong_seed': run_wrong_seed, 'solo': run_solo, 'fsdp2': run_fsdp2,
               'unchecked': run_unchecked,
-              'raw_ddp': run_raw_ddp}[mode](out)
+              'raw_ddp': run_raw_ddp, 'lonely': run_lonely}[mode](out)
     report['world_size'] = dist.get_world_size()
     (out / f'rank{dist.get_rank()}.json').write_text(json.dumps(report))
     dist.destroy_process_group()

@@ -87,6 +87,16 @@ def test_one_rank_alone_creates_a_model_at_once(tmp_path):
     assert reports[0]['seconds'] < 20 and 'seconds' not in reports[1]  # no wait for the other rank (was 300 s)
 
 
+def test_check_replicas_called_on_one_rank_alone_says_so_after_its_timeout(tmp_path):
+    reports = torchrun('lonely', tmp_path)
+    for rank, r in enumerate(reports):
+        assert r['refused'] and r['type'] == 'ReplicaCheckTimeoutError', r
+        assert 2 <= r['seconds'] < 30  # the given timeout, not the process group's (30 min)
+        assert f'waited 2 s on rank {rank}' in r['message']
+        assert 'every rank of the group must call check_replicas' in r['message']
+        assert r['together']  # a call by every rank still passes
+
+
 def test_the_check_can_be_switched_off(tmp_path):
     reports = torchrun('wrong_seed', tmp_path, {'TIMM_PKMIXER_CHECK_REPLICAS': '0'})
     assert [r['refused'] for r in reports] == [False, False]

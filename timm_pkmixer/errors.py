@@ -9,7 +9,8 @@ Each class also derives from the builtin that Python code already expects at tha
 """
 
 __all__ = ['UserInputError', 'InvalidArgumentError', 'ArgumentTypeError', 'CheckpointError',
-           'CheckpointMismatchError', 'NotMaterializedError', 'MissingDependencyError', 'InputShapeError']
+           'CheckpointMismatchError', 'NotMaterializedError', 'MissingDependencyError', 'InputShapeError',
+           'ModelTooLargeError']
 
 
 class UserInputError(Exception):
@@ -46,3 +47,8 @@ class MissingDependencyError(UserInputError, ImportError):
 class InputShapeError(UserInputError, ValueError, AssertionError):
     """A forward input of the wrong rank, channels or size; the message states the expected (B, C, H, W).
     Also an AssertionError, as timm's own size check raises."""
+
+
+class ModelTooLargeError(InvalidArgumentError, MemoryError):
+    """Model arguments that ask for more parameter and buffer memory than the device has (refused before
+    anything is allocated; :mod:`timm_pkmixer.sizes`); the message names the arguments and the bytes needed."""

@@ -28,9 +28,11 @@ import torch.nn as nn
 from .errors import InvalidArgumentError
 from .models import PKMixer, SwMlp
 from .models._common import TRAINING_ONLY_ARGS
+from .sizes import check_architecture_size
 from .validation import integer
 
-__all__ = ['architecture_args', 'expanded_model_args', 'expand_resolution', 'tile_images', 'tile_tokens']
+__all__ = ['architecture_args', 'expanded_model_args', 'check_expanded_size', 'expand_resolution', 'tile_images',
+           'tile_tokens']
 
 
 def architecture_args(model: PKMixer) -> Dict[str, Any]:
@@ -67,6 +69,15 @@ def expanded_model_args(model: PKMixer, factor: int) -> Dict[str, Any]:
     return args.replace(**grown).to_json(exclude=TRAINING_ONLY_ARGS)
 
 
+def check_expanded_size(args: Dict[str, Any], factor: int, device: torch.device, dtype: torch.dtype) -> int:
+    """Refuse, naming `factor`, an expansion whose model and new weights (two copies) would not fit in `device`'s
+    memory (:mod:`timm_pkmixer.sizes`), before anything is allocated; returns the bytes it needs."""
+    img = args['img_size']
+    return check_architecture_size(
+        args, device=device, dtype=dtype, cause=f'factor={factor} (images {img[0]}×{img[1]}, {args["num_tokens"]} '
+        f'tokens)', copies=2, what='the expanded model', advice='Use a smaller factor.')
+
+
 def _block_diagonal(source: torch.Tensor, tiles: int) -> torch.Tensor:
     """I_tiles ⊗ W for a weight (out, in), or the bias repeated per tile."""
     if source.dim() == 1:
@@ -89,6 +100,7 @@ def expand_resolution(model: PKMixer, factor: int) -> PKMixer:
     args = expanded_model_args(model, factor)
     tiles = factor * factor
     ref = next(model.parameters())
+    check_expanded_size(args, factor, ref.device, ref.dtype)
     cfg = getattr(model, 'pretrained_cfg', None) or {}
     architecture = cfg.get('architecture')
     if architecture:

@@ -8,7 +8,9 @@ represented in the state dict by one int64 digest. :class:`DerivedStructure` is 
   (:meth:`~DerivedStructure.check_state`), which also finds the seed a mismatching checkpoint was made with;
 * (re)computing the buffers (:meth:`~DerivedStructure.init_non_persistent_buffers`, timm's convention), also
   after a meta-device model is materialised with ``to_empty`` or loaded with ``load_state_dict(assign=True)``,
-  and a clear error when a materialised model's buffers were never computed;
+  and a clear error when a materialised model's buffers were never computed: built on the meta device, moved
+  there (``model.to('meta')``) or passed through ``to_empty()``, a layer knows its buffers hold no values and
+  refuses to run until they are recomputed (it never gathers with uninitialised indices);
 * a fingerprint item for comparing replicas across data-parallel ranks.
 """
 import hashlib
@@ -68,6 +70,11 @@ class StructureProblem:
     seed: Optional[int] = None    # kind 'digest': the seed the checkpoint was made with, when found
 
 
+def _is_to_empty(fn: Any) -> bool:
+    """Whether an ``_apply`` function is ``nn.Module.to_empty``'s (new tensors of uninitialised memory)."""
+    return getattr(fn, '__qualname__', '').startswith('Module.to_empty.')
+
+
 class DerivedStructure:
     """Mixin of a module whose frozen structure is derived from (seed, key); the state dict holds its digest.
 
@@ -109,6 +116,15 @@ class DerivedStructure:
 
     # ------------------------------------------------------------ shared
 
+    def _apply(self, fn, recurse: bool = True):
+        """nn.Module._apply (``to``, ``cuda``, ``half``, ``to_empty``, …) that notes when the derived buffers lose
+        their values: on the meta device, or after ``to_empty()`` (torch's own function: uninitialised memory).
+        Moves between real devices copy the values and keep the layer usable."""
+        result = super()._apply(fn, recurse)
+        if self._buffers_on_meta() or _is_to_empty(fn):
+            self._materialized = False
+        return result
+
     def expected_digest(self) -> int:
         if self._digest is None:
             self._digest = self._derive_digest(self.seed)
@@ -132,10 +148,10 @@ class DerivedStructure:
         """Raise unless the derived buffers hold the structure (or are on meta: shapes only, nothing computed)."""
         if not self._materialized and not self._buffers_on_meta():
             raise NotMaterializedError(
-                f'the {self.what} buffers of this layer ({self.key}) were never computed: the model was built on '
-                f'the meta device and then materialised with to_empty(). Call model.init_non_persistent_buffers() '
-                f'(or model.init_weights()) after to_empty(), or load a checkpoint with '
-                f'load_state_dict(sd, assign=True).')
+                f'the {self.what} buffers of this layer ({self.key}) were never computed on this device: the model '
+                f'was built on or moved to the meta device, or went through to_empty(), which keep no values. '
+                f'Call model.init_non_persistent_buffers() (or model.init_weights()) after to_empty(), or load a '
+                f'checkpoint with load_state_dict(sd, assign=True).')
 
     def find_seed(self, digest: int, limit: int = SEED_SEARCH_LIMIT) -> Optional[int]:
         """The seed in 0..limit-1 whose structure has `digest` (None if none does, within a few seconds)."""

@@ -42,6 +42,7 @@ from .._timm import feature_take_indices, mixer_init_weights
 from ..description import ModelDescription, describe_mixer
 from ..errors import ArgumentTypeError, InvalidArgumentError
 from ..layers import PERMUTATIONS, SkipLayer, make_pk_mlp
+from ..sizes import check_architecture_size
 from ..validation import (
     boolean,
     choice,
@@ -348,6 +349,8 @@ class PKMixer(PKModelMixin, nn.Module):
             norm_layer=norm_layer, norm_eps=norm_eps, act_layer=act_layer, weight_init=weight_init, nlhb=nlhb,
             drop_rate=drop_rate, proj_drop_rate=proj_drop_rate, drop_path_rate=drop_path_rate, stem_norm=stem_norm,
             global_pool=global_pool, tiles=tiles))
+        # refuse sizes past the device's memory before allocating anything (timm_pkmixer.sizes)
+        check_architecture_size(args, device=device, dtype=dtype)
         self._set_attributes(args)
         norm_layer = _make_norm(args)
         self.stem = PatchEmbed(
@@ -478,7 +481,7 @@ class PKMixer(PKModelMixin, nn.Module):
             H, W = self.stem.dynamic_feat_size((height, width))
             if self.tiles > 1:
                 intermediates = [self.tile_tokens.ungroup(y) for y in intermediates]
-            intermediates = [y.reshape(B, H, W, -1).permute(0, 3, 1, 2).contiguous() for y in intermediates]
+            intermediates = [y.reshape(B, H, W, y.shape[-1]).permute(0, 3, 1, 2).contiguous() for y in intermediates]
         if intermediates_only:
             return intermediates
         x = self.norm(x)

@@ -25,6 +25,7 @@ from .._timm import feature_take_indices
 from ..description import ModelDescription, describe_sw_mlp
 from ..errors import InvalidArgumentError
 from ..layers import MaskedLinear
+from ..sizes import check_sw_mlp_size
 from ..validation import choice, integer, non_negative_int, optional, positive_int, positive_real, probability, rate
 from ..width import sw_mlp_width
 from ._checkpoint import checkpoint_filter_fn
@@ -115,6 +116,16 @@ def _resolve_args(given: Dict[str, Any]) -> ModelArgs:
     return ModelArgs({k: resolved[k] for k in given})  # in the constructor's order
 
 
+def _check_size(args: ModelArgs, from_omega: bool, device: Any, dtype: Any) -> None:
+    """:func:`~timm_pkmixer.sizes.check_sw_mlp_size` for a resolved record; `from_omega`: m was set by Ω."""
+    img, patch = args['img_size'], args['patch_size']
+    source = f'width m = {args["width"]} (from Ω at density p={args["density"]:g})' if from_omega else 'width'
+    check_sw_mlp_size(
+        grid=(img[0] // patch[0], img[1] // patch[1]), in_chans=args['in_chans'], patch_size=patch,
+        embed_dim=args['embed_dim'], width=args['width'], width_source=source, num_blocks=args['num_blocks'],
+        gamma=args['gamma'], num_classes=args['num_classes'], device=device, dtype=dtype)
+
+
 class SwMlp(PKModelMixin, nn.Module):
     """SW-MLP: (B, in_chans, H, W) → (B, num_classes); ``forward_features`` gives (B, m, 1, 1).
     ``model_args`` holds the arguments it was built with, resolved (:class:`~timm_pkmixer.models.ModelArgs`).
@@ -165,6 +176,8 @@ class SwMlp(PKModelMixin, nn.Module):
             num_classes=num_classes, img_size=img_size, in_chans=in_chans, patch_size=patch_size, embed_dim=embed_dim,
             num_blocks=num_blocks, density=density, omega=omega, width=width, gamma=gamma, mask_seed=mask_seed,
             norm_eps=norm_eps, act_layer=act_layer, drop_rate=drop_rate, global_pool=global_pool))
+        # refuse sizes past the device's memory before allocating anything (timm_pkmixer.sizes)
+        _check_size(args, width is None, device, dtype)
         self._set_attributes(args)
         self.stem = PatchEmbed(img_size=self.img_size, patch_size=args['patch_size'], in_chans=self.in_chans,
                                embed_dim=args['embed_dim'], **dd)
