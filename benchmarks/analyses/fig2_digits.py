@@ -92,7 +92,7 @@ def main() -> None:
     train_meta = meta.setdefault('train', {})
     for name, recipe in recipes(args.epochs).items():
         path = out / 'recipes' / f'{name}.yaml'
-        path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+        path.write_text(yaml.safe_dump(dict(recipe, experiment=name), sort_keys=False))
         if _finished(runs / name, args.epochs):
             continue
         cmd = [sys.executable, '-m', 'timm_pkmixer', 'train', str(path), '--train-py', args.train_py,
