@@ -53,8 +53,12 @@ def _write_csv(path: Path, rows: List[Dict[str, Any]]) -> None:
 
 
 def _data_config(train_args: Dict[str, Any], model: Any) -> Dict[str, Any]:
+    """Evaluation transform settings: the run's (as train.py resolves them), else the model's own input size."""
     from timm.data import resolve_data_config
-    return resolve_data_config(dict(train_args), model=model)
+    args = dict(train_args)
+    if not args.get('input_size') and not args.get('img_size') and hasattr(model, 'img_size'):
+        args['input_size'] = (model.in_chans, *model.img_size)
+    return resolve_data_config(args, model=model)
 
 
 def _loader(args: argparse.Namespace, train_args: Dict[str, Any], config: Dict[str, Any]):
