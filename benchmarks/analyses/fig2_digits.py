@@ -9,13 +9,13 @@ ImageFolder by `timm_pkmixer.datasets.write_digits_image_folder`, not committed)
 * SW-MLPs: 6 MLP blocks of width m = 256, hidden γm = 512, density p = 2^-n (n = 0..8), the same per-patch FC
   (12 → 16, so S0·C = m and the input layer is the identity), `sw_mlp_o18_32` with its shape arguments overridden;
 * training as `benchmarks/paper_experiments.py`: AdamW lr 0.01, weight decay 0.05, cosine, 2 warm-up epochs,
-  batch 128, no augmentation, EPOCHS epochs, one seed, one run at a time on one thread.
+  batch 128, no augmentation, EPOCHS epochs, the given train.py seeds, one run at a time on one thread.
 
-    python benchmarks/analyses/fig2_digits.py --train-py /path/to/timm/train.py --out OUT [--epochs 40]
+    python benchmarks/analyses/fig2_digits.py --train-py /path/to/timm/train.py --out OUT [--epochs 40] [--seeds 0 1]
 
 then, from the repository root,
 
-    pkmixer analyze cka OUT/runs/mixer_s16c16 OUT/runs/sw_mlp_n* --out-dir OUT/cka
+    pkmixer analyze cka OUT/runs/mixer_s16c16_seed0 OUT/runs/sw_mlp_n*_seed0 --out-dir OUT/cka
 
 Checkpoints stay under OUT/runs (git-ignored); args.yaml and summary.csv of each run are kept. OUT/meta.json
 records the commands and times. A run that already finished every epoch is not trained again.
@@ -45,18 +45,19 @@ GAMMA = 2.0
 DENSITY_EXPONENTS = range(0, 9)  # p = 2^-n, n = 0..8 (p = 1/256: about one weight per row of a 256-wide layer)
 
 
-def recipes(epochs: int) -> dict:
-    """Run name -> train.py arguments."""
-    out = {f'mixer_s{SIZE}c{SIZE}': dict(
+def recipes(epochs: int, seed: int) -> dict:
+    """Run name -> train.py arguments (train.py's --seed also seeds the SW-MLP's weights; its mask seed stays 0)."""
+    base = dict(BASE, epochs=epochs, seed=seed)
+    out = {f'mixer_s{SIZE}c{SIZE}_seed{seed}': dict(
         model='pk_mixer_ss8_32',
         model_kwargs=dict(img_size=8, patch_size=2, num_blocks=3, num_tokens=SIZE, embed_dim=SIZE, gamma=GAMMA),
-        **dict(BASE, epochs=epochs))}
+        **base)}
     for n in DENSITY_EXPONENTS:
-        out[f'sw_mlp_n{n}'] = dict(
+        out[f'sw_mlp_n{n}_seed{seed}'] = dict(
             model='sw_mlp_o18_32',
             model_kwargs=dict(img_size=8, patch_size=2, embed_dim=SIZE, num_blocks=6, width=SIZE * SIZE,
                               gamma=GAMMA, density=2.0 ** -n),
-            **dict(BASE, epochs=epochs))
+            **base)
     return out
 
 
@@ -71,6 +72,7 @@ def main() -> None:
     p.add_argument('--train-py', required=True, help="timm's train.py (not in the timm wheel)")
     p.add_argument('--out', required=True, help='output folder')
     p.add_argument('--epochs', type=int, default=40)
+    p.add_argument('--seeds', type=int, nargs='+', default=[0], help="train.py --seed values (default 0)")
     args = p.parse_args()
 
     out = Path(args.out)
@@ -90,7 +92,8 @@ def main() -> None:
     meta.update(python=platform.python_version(), torch=torch.__version__, timm=timm.__version__,
                 epochs=args.epochs, threads=1)
     train_meta = meta.setdefault('train', {})
-    for name, recipe in recipes(args.epochs).items():
+    todo = {name: r for seed in args.seeds for name, r in recipes(args.epochs, seed).items()}
+    for name, recipe in todo.items():
         path = out / 'recipes' / f'{name}.yaml'
         path.write_text(yaml.safe_dump(dict(recipe, experiment=name), sort_keys=False))
         if _finished(runs / name, args.epochs):
