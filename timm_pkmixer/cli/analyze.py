@@ -106,7 +106,8 @@ def run_cka(args: argparse.Namespace) -> int:
         _write_csv(out / f'cka_{_safe(label_b)}.csv', rows)
         desc_b = model_b.describe()
         summary.append(dict(model_a=label_a, model_b=label_b, family_b=desc_b.family, density_b=float(desc_b.density),
-                            mean_diagonal=result.mean_diagonal, rows=len(result.names_a), cols=len(result.names_b),
+                            mean_diagonal=result.mean_diagonal, mean_all=float(result.matrix.mean()),
+                            rows=len(result.names_a), cols=len(result.names_b),
                             examples=result.examples, batches=result.batches))
         print(f'{label_a} vs {label_b} ({desc_b.family}, p = {desc_b.density:.4g}): mean diagonal CKA '
               f'{result.mean_diagonal:.4f} over {result.examples} examples', flush=True)
