@@ -27,17 +27,18 @@ def _checkpoint_file(path: Path) -> Path:
     raise FileNotFoundError(2, f'a train.py run folder holds {" or ".join(_CHECKPOINTS)}; none in', str(path))
 
 
-def _load(spec: str, args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], str]:
-    """(model in eval mode, the run's train.py arguments, a label) of a run folder or checkpoint."""
+def _load(spec: str, args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], str, str, Dict[str, Any]]:
+    """(model in eval mode, the run's train.py arguments, a label, the model name, the arguments it was built
+    with) of a run folder or checkpoint."""
     from ..hub import build_validated_model, read_checkpoint
     ckpt = read_checkpoint(str(_checkpoint_file(Path(spec))))
     name = args.model or ckpt.train_args.get('model')
     if not name:
         raise InvalidArgumentError(f'{spec}: the checkpoint does not record its model; give --model')
-    model, _ = build_validated_model(name, ckpt, args.model_kwargs)
+    model, kwargs = build_validated_model(name, ckpt, args.model_kwargs)
     path = Path(spec)
     label = path.name if path.is_dir() else path.stem.replace('.pth', '')
-    return model, ckpt.train_args, label
+    return model, ckpt.train_args, label, name, kwargs
 
 
 def _safe(label: str) -> str:
@@ -91,13 +92,13 @@ def run_cka(args: argparse.Namespace) -> int:
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    model_a, train_a, label_a = _load(args.model_a, args)
+    model_a, train_a, label_a, _, _ = _load(args.model_a, args)
     config_a = _data_config(train_a, model_a)
     batches_a = _loader(args, train_a, config_a)
     desc_a = model_a.describe()
     summary = []
     for spec in args.models_b:
-        model_b, train_b, label_b = _load(spec, args)
+        model_b, train_b, label_b, _, _ = _load(spec, args)
         config_b = _data_config(train_b, model_b)
         batches_b = None if config_b == config_a else _loader(args, train_a, config_b)
         result = cka_matrix(model_a, model_b, batches_a, batches_b)
@@ -128,14 +129,11 @@ def _run_trained(args: argparse.Namespace, out: Path) -> None:
     import torch
 
     from ..analysis import spectra_table
-    from ..hub import _model_kwargs, read_checkpoint
     everything = []
     for spec in args.runs:
-        model, train_args, label = _load(spec, args)
-        ckpt = read_checkpoint(str(_checkpoint_file(Path(spec))))
-        name = args.model or train_args.get('model')
+        model, train_args, label, name, kwargs = _load(spec, args)
         torch.manual_seed(int(train_args.get('seed') or 0))
-        init = timm.create_model(name, **_model_kwargs(name, ckpt, dict(args.model_kwargs)))
+        init = timm.create_model(name, **kwargs)  # the same architecture, freshly initialised
         table = spectra_table(model, init)
         _write_csv(out / f'spectra_{_safe(label)}.csv', table)
         everything += [dict(run=label, **row) for row in table]
