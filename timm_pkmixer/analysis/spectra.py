@@ -102,14 +102,22 @@ def effective_singular_values(model: nn.Module, repeat: bool = True) -> Dict[str
     return out
 
 
+def _scipy_sparse():
+    """scipy.sparse, or MissingDependencyError with the install hint."""
+    try:
+        import scipy.sparse as sp
+        import scipy.sparse.linalg  # noqa: F401  (svds)
+    except ImportError as e:
+        raise MissingDependencyError("spectra need scipy: pip install 'timm-pkmixer[research]' (scikit-learn brings "
+                                     "it) or pip install scipy") from e
+    return sp
+
+
 def top_singular_value(matrix) -> float:
     """Largest singular value of a dense array / tensor or a scipy sparse matrix, by Lanczos (ARPACK) on the
     sparse form when the matrix is larger than 256 × 256, else by a dense SVD."""
-    try:
-        import scipy.sparse as sp
-        from scipy.sparse.linalg import svds
-    except ImportError as e:
-        raise MissingDependencyError("spectra need scipy: pip install 'timm-pkmixer[research]'") from e
+    sp = _scipy_sparse()
+    from scipy.sparse.linalg import svds
     if isinstance(matrix, torch.Tensor):
         matrix = matrix.detach().cpu().numpy()
     if min(matrix.shape) <= 256:
@@ -127,7 +135,7 @@ def _stats(values: Sequence[float]) -> Tuple[float, float]:
 def sparse_masked_gaussian(rows: int, cols: int, density: float, std: float, rng: np.random.Generator):
     """M ⊙ A as a scipy CSR matrix (rows × cols): each entry kept with probability `density`, kept entries
     N(0, std²); drawn on the kept set only (O(p·rows·cols) work), never as a dense matrix."""
-    import scipy.sparse as sp
+    sp = _scipy_sparse()
     counts = rng.binomial(cols, density, size=rows)
     row_index = np.repeat(np.arange(rows), counts)
     # columns of each row: a uniform k-subset (draw with replacement, redraw repeats until none are left; the
