@@ -7,8 +7,9 @@
 * Edges (§4.3): a γm × m matrix of i.i.d. N(0, 1/m) entries has its largest singular value at c_γ = 1 + √γ
   (Marchenko–Pastur); M ⊙ A with a mask of value 1/√p kept with probability p at √L+,
   L+ = c_γ² + 3c_γ²√γ (1 − p)/q² + O(1/q⁴), q = √(pm) (eq. 17, Hwang et al. 2019).
-* `fig4_spectra` (Fig. 4 right, C.2) and `fig_s1_spectra` (Fig. S.1, D.1): the random matrices of the paper,
-  from the package's own layers where the matrix fits in memory.
+* `fig4_spectra` (Fig. 4 right, C.2) and `fig_s1_spectra` (Fig. S.1, D.1): the random matrices of the paper;
+  Fig. 4's Mixer weights from the package's models, its SW-MLP weights drawn sparse with the distribution of
+  the package's `MaskedLinear` initialisation (or, slower, from the layers themselves).
 
 Largest singular values of the big sparse matrices are taken by ARPACK Lanczos (`scipy.sparse.linalg.svds`,
 k = 1) on the sparse matrix: at 8192 × 4096 with p = 2^-6 it takes 0.3 s against 45 s for numpy's full SVD,
