@@ -402,3 +402,37 @@ def test_fig4_sampled_and_layer_sources_agree():
     assert sampled['p'] == layer['p'] == pytest.approx(1 / 8)
     assert abs(sampled['sv_max_mean'] - layer['sv_max_mean']) < 0.1
     assert sampled['mixer_token_sv_max_mean'] == layer['mixer_token_sv_max_mean']  # the same Mixers
+
+
+def _run_folder(path, model_name, model_kwargs, data_dir, seed):
+    """A train.py run folder: args.yaml and last.pth.tar (a train.py checkpoint dict)."""
+    import yaml
+    path.mkdir()
+    torch.manual_seed(seed)
+    model = randomize_(timm.create_model(model_name, num_classes=10, **model_kwargs))
+    args = dict(model=model_name, model_kwargs=model_kwargs, num_classes=10, img_size=8, crop_pct=1.0,
+                mean=[0.5] * 3, std=[0.5] * 3, data_dir=str(data_dir), val_split='validation', seed=seed)
+    (path / 'args.yaml').write_text(yaml.safe_dump(args))
+    torch.save({'state_dict': model.state_dict(), 'epoch': 3}, path / 'last.pth.tar')
+    return model
+
+
+def test_cli_cka_on_run_folders_reads_their_data_and_transform(capsys, tmp_path):
+    _digits_folder(tmp_path / 'data')
+    mix = _run_folder(tmp_path / 'mixer', 'pk_mixer_ss8_32', dict(img_size=8, patch_size=2, num_blocks=3,
+                      num_tokens=16, embed_dim=16, gamma=2.0), tmp_path / 'data', 0)
+    sw = _run_folder(tmp_path / 'sw', 'sw_mlp_o18_32', dict(img_size=8, patch_size=2, embed_dim=16, num_blocks=6,
+                     width=256, gamma=2.0, density=0.25), tmp_path / 'data', 1)
+    code, out, err = run_cli(capsys, 'analyze', 'cka', str(tmp_path / 'mixer'), str(tmp_path / 'sw'),
+                             '--batch-size', '12', '--out-dir', str(tmp_path / 'out'), '--no-figures')
+    assert code == 0, err
+    assert 'mixer vs sw (SW-MLP, p = 0.25): mean diagonal CKA' in out
+    # the same value from the library on the same images, normalised as the runs were (mean = std = 0.5)
+    images = [np.asarray(Image.open(tmp_path / 'data' / 'validation' / c / f'{i}.png'), dtype=np.float32)
+              for c in ('0', '1') for i in range(6)]
+    x = (torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2) / 255 - 0.5) / 0.5
+    expected = cka_matrix(mix, sw, [x])
+    with open(tmp_path / 'out' / 'cka_summary.csv') as f:
+        row = next(csv.DictReader(f))
+    assert float(row['mean_diagonal']) == pytest.approx(expected.mean_diagonal, rel=1e-4)
+    assert not (tmp_path / 'out' / 'cka_sw.png').exists()
