@@ -2,13 +2,15 @@
 the device's memory, D. check_replicas' arguments, E. timm's own loaders on bad files, F. messages that must
 point the right way. Families are read from the registry, so a model added to it is tested here too. Every
 refusal asserts the exception type and that the message names the argument or the fault."""
+import inspect
+
 import pytest
 import timm
 import torch
 from safetensors.torch import save_file
 from timm.models import load_checkpoint
 
-from timm_pkmixer import expand_resolution
+from timm_pkmixer import PKMixer, expand_resolution
 from timm_pkmixer.catalog import list_pkmixer_models
 from timm_pkmixer.cli import main as pkmixer
 from timm_pkmixer.distributed import check_replicas
@@ -22,7 +24,7 @@ from timm_pkmixer.errors import (
 from timm_pkmixer.expand import architecture_args
 from timm_pkmixer.layers import DerivedStructure, FixedPermutation
 from timm_pkmixer.layers.gather import permute, use_gather_backend
-from timm_pkmixer.sizes import check_architecture_size, check_sw_mlp_size, device_memory
+from timm_pkmixer.sizes import check_architecture_size, check_shallow_size, check_sw_mlp_size, device_memory
 
 from conftest import randomize_
 
@@ -31,11 +33,10 @@ RP = 's_mixer_rp_s64c64_32'
 
 
 def small(name: str, **kwargs) -> torch.nn.Module:
-    """`name` at a small size (2 blocks, C = 16); a registered per-block pattern that fixes the depth keeps it."""
-    try:
-        return timm.create_model(name, num_blocks=2, embed_dim=16, **kwargs)
-    except InvalidArgumentError:  # e.g. a permutation list of the registered depth
-        return timm.create_model(name, embed_dim=16, **kwargs)
+    """`name` at a small size: 2 blocks and C = 16, where its class takes those arguments."""
+    params = inspect.signature(type(timm.create_model(name, device='meta')).__init__).parameters
+    size = {k: v for k, v in dict(num_blocks=2, embed_dim=16).items() if k in params}
+    return timm.create_model(name, **size, **kwargs)
 
 
 def images(model: torch.nn.Module, batch: int) -> torch.Tensor:
@@ -44,7 +45,8 @@ def images(model: torch.nn.Module, batch: int) -> torch.Tensor:
 
 def test_the_registry_covers_every_family():
     families = {small(name).describe().family for name in MODELS}
-    assert {'MLP-Mixer', 'RP MLP-Mixer', 'S-Mixer', 'RP S-Mixer', 'Mixed RP S-Mixer', 'SW-MLP'} <= families
+    assert {'MLP-Mixer', 'RP MLP-Mixer', 'S-Mixer', 'RP S-Mixer', 'Mixed RP S-Mixer', 'SW-MLP', 'Shallow Monarch',
+            'Shallow Kronecker'} <= families
 
 
 # ---------------------------------------------------------------------------------------------- A. empty batch
@@ -192,13 +194,24 @@ def test_c_cli_expand_with_a_huge_factor_exits_2_without_traceback(tmp_path, cap
     assert not (tmp_path / 'out').exists()
 
 
-@pytest.mark.parametrize('name', [n for n in MODELS if not n.startswith('sw_')])
+@pytest.mark.parametrize('name', [n for n in MODELS if isinstance(timm.create_model(n, device='meta'), PKMixer)])
 def test_c_real_models_fit_and_the_estimate_is_a_lower_bound(name):
     model = timm.create_model(name, device='meta')  # the registered size: nothing allocated
     actual = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
     estimate = check_architecture_size(architecture_args(model), device='cpu')
     assert 0.98 * actual <= estimate <= actual
     assert estimate < 2 * 10 ** 9  # every registered Mixer fits a 2 GB machine (rp_mixer_l16_224: 0.99 GB)
+
+
+@pytest.mark.parametrize('name', [n for n in MODELS if n.startswith('shallow_')])
+def test_c_shallow_sizes_refused_and_estimated(name):
+    with pytest.raises(ModelTooLargeError, match=r'img_size=\(65536, 65536\), in_chans=1 \(n = 4294967296\)'):
+        timm.create_model(name, img_size=65536)  # Monarch: 2 × 65536³ weights a layer; Kronecker: a 2^32-wide head
+    model = timm.create_model(name, device='meta')
+    actual = sum(t.numel() * t.element_size() for t in model.parameters())
+    estimate = check_shallow_size(structure=model.structure, shape=model.shape, num_blocks=len(model.blocks),
+                                  num_classes=model.num_classes, cause='n', device='cpu')
+    assert 0.98 * actual <= estimate <= actual
 
 
 def test_c_sw_mlp_estimate_is_a_lower_bound():

@@ -23,7 +23,7 @@ import torch
 from .errors import ModelTooLargeError
 
 __all__ = ['PlannedTensor', 'META_LIMIT', 'device_memory', 'check_memory', 'check_mixer_size', 'check_sw_mlp_size',
-           'check_architecture_size']
+           'check_architecture_size', 'check_shallow_size']
 
 META_LIMIT = 2 ** 50  # 1 PiB: the bound on the meta device
 
@@ -267,3 +267,20 @@ def check_architecture_size(args: Dict[str, Any], device: Any = None, dtype: Any
         channel_hidden_dim=args.get('channel_hidden_dim'),
         permutations=[permutation] * args['num_blocks'] if isinstance(permutation, str) else permutation,
         skip_layer=args['skip_layer'], num_classes=args['num_classes'], device=device, dtype=dtype, **kwargs)
+
+
+def check_shallow_size(*, structure: str, shape: Tuple[int, int], num_blocks: int, num_classes: int, cause: str,
+                       device: Any = None, dtype: Any = None) -> Size:
+    """:func:`check_memory` for a ShallowMlp: each of its `num_blocks` layers is a Monarch matrix (L and R, each
+    √n blocks of √n × √n; `shape` = (√n, √n)) or a Kronecker product V ⊗ W (`shape` = (rows, cols) of the image
+    matrix: V rows × rows, W cols × cols); the head is n × num_classes. `cause` names the size arguments."""
+    device, itemsize = _where(device, dtype)
+    rows, cols = shape
+    if structure == 'monarch':
+        plan = [PlannedTensor('blocks.*.fc.{left,right}', (rows, rows, rows), itemsize, cause, 2 * num_blocks)]
+    else:
+        plan = [PlannedTensor('blocks.*.fc.v.weight', (rows, rows), itemsize, cause, num_blocks),
+                PlannedTensor('blocks.*.fc.w.weight', (cols, cols), itemsize, cause, num_blocks)]
+    head = PlannedTensor('head.weight', (num_classes, rows * cols), itemsize, f'num_classes={num_classes}, {cause}')
+    plan.append(head)
+    return check_memory(plan, device)

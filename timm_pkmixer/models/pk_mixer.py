@@ -42,7 +42,7 @@ from .._timm import feature_take_indices, mixer_init_weights
 from ..description import ModelDescription, describe_mixer
 from ..errors import ArgumentTypeError, InvalidArgumentError
 from ..layers import PERMUTATIONS, SkipLayer, make_pk_mlp
-from ..sizes import check_architecture_size
+from ..sizes import check_mixer_size
 from ..validation import (
     boolean,
     choice,
@@ -228,10 +228,12 @@ def _tokens(grid: Tuple[int, int], tiles: int, num_tokens: Optional[int], skip_l
     return num_tokens, skip_layer
 
 
-def _resolve_args(given: Dict[str, Any]) -> ModelArgs:
+def _resolve_args(given: Dict[str, Any], device: Any = None, dtype: Any = None) -> ModelArgs:
     """The constructor's arguments, validated (each refusal names its argument) and resolved into the model's
     record: defaults filled in (S, the skip layer, the norm's epsilon), hidden widths as explicit
-    token_hidden_dim / channel_hidden_dim (mlp_ratio, gamma None), the permutation one string or one per block."""
+    token_hidden_dim / channel_hidden_dim (mlp_ratio, gamma None), the permutation one string or one per block.
+    Sizes past the memory of the device the model is built on are refused here, naming the arguments as given,
+    before anything is allocated (:mod:`timm_pkmixer.sizes`)."""
     num_classes = non_negative_int('num_classes', given['num_classes'])
     img_size, patch_size, grid = patch_grid(given['img_size'], given['patch_size'])
     in_chans = positive_int('in_chans', given['in_chans'])
@@ -253,6 +255,11 @@ def _resolve_args(given: Dict[str, Any]) -> ModelArgs:
     norm_layer, norm_eps = _norm_args(given['norm_layer'], given['norm_eps'])
     act_layer, _ = act_layer_arg(given['act_layer'])
     num_tokens, skip_layer = _tokens(grid, tiles, num_tokens, skip_layer)
+    check_mixer_size(
+        grid=grid, in_chans=in_chans, patch_size=patch_size, embed_dim=embed_dim, num_tokens=num_tokens,
+        num_blocks=num_blocks, block_type=block_type, mlp_ratio=given['mlp_ratio'], gamma=given['gamma'],
+        token_hidden_dim=given['token_hidden_dim'], channel_hidden_dim=given['channel_hidden_dim'],
+        permutations=permutations, skip_layer=skip_layer, num_classes=num_classes, device=device, dtype=dtype)
     token_hidden, channel_hidden = _hidden_widths(
         block_type, num_tokens, embed_dim, given['mlp_ratio'], given['gamma'], given['token_hidden_dim'],
         given['channel_hidden_dim'])
@@ -348,9 +355,7 @@ class PKMixer(PKModelMixin, nn.Module):
             block_type=block_type, permutation=permutation, perm_seed=perm_seed, skip_layer=skip_layer,
             norm_layer=norm_layer, norm_eps=norm_eps, act_layer=act_layer, weight_init=weight_init, nlhb=nlhb,
             drop_rate=drop_rate, proj_drop_rate=proj_drop_rate, drop_path_rate=drop_path_rate, stem_norm=stem_norm,
-            global_pool=global_pool, tiles=tiles))
-        # refuse sizes past the device's memory before allocating anything (timm_pkmixer.sizes)
-        check_architecture_size(args, device=device, dtype=dtype)
+            global_pool=global_pool, tiles=tiles), device, dtype)
         self._set_attributes(args)
         norm_layer = _make_norm(args)
         self.stem = PatchEmbed(

@@ -25,6 +25,7 @@ from timm.models import build_model_with_cfg, checkpoint_seq, generate_default_c
 from .._timm import feature_take_indices
 from ..description import ModelDescription, describe_shallow
 from ..layers import KroneckerLinear, MonarchLinear, monarch_block_size
+from ..sizes import check_shallow_size
 from ..validation import choice, int_pair, non_negative_int, positive_int, rate
 from ._checkpoint import checkpoint_filter_fn
 from ._common import ModelArgs, PKModelMixin, act_layer_arg, check_input, merge_args, paper_cfg
@@ -107,6 +108,9 @@ class ShallowMlp(PKModelMixin, nn.Module):
             shape = (b, b)
         else:
             shape = (in_chans * img_size[0], img_size[1])
+        check_shallow_size(  # refuse sizes past the device's memory before allocating (timm_pkmixer.sizes)
+            structure=structure, shape=shape, num_blocks=num_blocks, num_classes=num_classes, device=device,
+            dtype=dtype, cause=f'img_size={img_size}, in_chans={in_chans} (n = {features})')
 
         self.num_classes = num_classes
         self.in_chans = in_chans

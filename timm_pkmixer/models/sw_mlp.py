@@ -89,11 +89,13 @@ def _width(omega: Any, width: Any, density: float, gamma: float) -> int:
     return width
 
 
-def _resolve_args(given: Dict[str, Any]) -> ModelArgs:
+def _resolve_args(given: Dict[str, Any], device: Any = None, dtype: Any = None) -> ModelArgs:
     """The constructor's arguments, validated (each refusal names its argument) and resolved into the model's
-    record: the width m explicit (omega None), the per-patch FC's C explicit, the activation by timm name."""
+    record: the width m explicit (omega None), the per-patch FC's C explicit, the activation by timm name.
+    Sizes past the memory of the device the model is built on are refused here, naming the arguments as given,
+    before anything is allocated (:mod:`timm_pkmixer.sizes`)."""
     num_classes = non_negative_int('num_classes', given['num_classes'])
-    img_size, patch_size, _ = patch_grid(given['img_size'], given['patch_size'])
+    img_size, patch_size, grid = patch_grid(given['img_size'], given['patch_size'])
     in_chans = positive_int('in_chans', given['in_chans'])
     num_blocks = positive_int('num_blocks', given['num_blocks'])
     embed_dim = optional(positive_int, 'embed_dim', given['embed_dim'])
@@ -105,25 +107,21 @@ def _resolve_args(given: Dict[str, Any]) -> ModelArgs:
     drop_rate = rate('drop_rate', given['drop_rate'])
     width = _width(given['omega'], given['width'], density, 1.0 if gamma is None else gamma)
     act_layer, _ = act_layer_arg(given['act_layer'])
+    embed_dim = embed_dim or in_chans * patch_size[0] * patch_size[1]
+    source = 'width' if given['width'] is not None else \
+        f'omega={2 ** 18 if given["omega"] is None else given["omega"]:g} at density p={density:g}'
+    check_sw_mlp_size(
+        grid=grid, in_chans=in_chans, patch_size=patch_size, embed_dim=embed_dim, width=width, width_source=source,
+        num_blocks=num_blocks, gamma=gamma, num_classes=num_classes, device=device, dtype=dtype)
     hidden = _hidden_width(width, gamma)
     if hidden is not None and hidden < 1:
         raise InvalidArgumentError(f'gamma={given["gamma"]!r} gives a hidden width of {hidden} for m={width}')
     resolved = dict(
         num_classes=num_classes, img_size=img_size, in_chans=in_chans, patch_size=patch_size,
-        embed_dim=embed_dim or in_chans * patch_size[0] * patch_size[1], num_blocks=num_blocks, density=density,
+        embed_dim=embed_dim, num_blocks=num_blocks, density=density,
         omega=None, width=width, gamma=gamma, mask_seed=mask_seed, norm_eps=norm_eps, act_layer=act_layer,
         drop_rate=drop_rate, global_pool=global_pool)
     return ModelArgs({k: resolved[k] for k in given})  # in the constructor's order
-
-
-def _check_size(args: ModelArgs, from_omega: bool, device: Any, dtype: Any) -> None:
-    """:func:`~timm_pkmixer.sizes.check_sw_mlp_size` for a resolved record; `from_omega`: m was set by Ω."""
-    img, patch = args['img_size'], args['patch_size']
-    source = f'width m = {args["width"]} (from Ω at density p={args["density"]:g})' if from_omega else 'width'
-    check_sw_mlp_size(
-        grid=(img[0] // patch[0], img[1] // patch[1]), in_chans=args['in_chans'], patch_size=patch,
-        embed_dim=args['embed_dim'], width=args['width'], width_source=source, num_blocks=args['num_blocks'],
-        gamma=args['gamma'], num_classes=args['num_classes'], device=device, dtype=dtype)
 
 
 class SwMlp(PKModelMixin, nn.Module):
@@ -175,9 +173,7 @@ class SwMlp(PKModelMixin, nn.Module):
         self.model_args = args = _resolve_args(dict(
             num_classes=num_classes, img_size=img_size, in_chans=in_chans, patch_size=patch_size, embed_dim=embed_dim,
             num_blocks=num_blocks, density=density, omega=omega, width=width, gamma=gamma, mask_seed=mask_seed,
-            norm_eps=norm_eps, act_layer=act_layer, drop_rate=drop_rate, global_pool=global_pool))
-        # refuse sizes past the device's memory before allocating anything (timm_pkmixer.sizes)
-        _check_size(args, width is None, device, dtype)
+            norm_eps=norm_eps, act_layer=act_layer, drop_rate=drop_rate, global_pool=global_pool), device, dtype)
         self._set_attributes(args)
         self.stem = PatchEmbed(img_size=self.img_size, patch_size=args['patch_size'], in_chans=self.in_chans,
                                embed_dim=args['embed_dim'], **dd)
