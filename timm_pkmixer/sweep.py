@@ -299,6 +299,10 @@ def plan_sweep(
                 raise InvalidArgumentError(f"no width sweep for model {base['model']!r}: the SW-MLP is an arm of a "
                                            f"Mixer sweep (use a Mixer recipe)")
             if summary.block_type == 'mlp' and summary.img_size == 224:
+                if abs(summary.omega / IMAGENET_SWEEP_OMEGA - 1) > 0.05:
+                    raise InvalidArgumentError(
+                        f"no width sweep for model {base['model']!r}: its Ω = {summary.omega:.0f} is not the ImageNet "
+                        f"sweep's {IMAGENET_SWEEP_OMEGA} (C.5; use imagenet/pk_mixer_b_w or rp_mixer_b_w)")
                 kind = 'imagenet'
             elif summary.block_type == 'mlp':
                 kind, params = 'dims', dict(dims=MLP_MIXER_DIMS, omega=2 ** 18, gamma=4.0, sw_mlp=None)

@@ -71,9 +71,10 @@ C4_TRAINING = (
     _s('img_size', 32, 'C.4: images resized to 32×32×3'), _s('hflip', 0.5, 'C.4: random horizontal flip'))
 
 
-def _c4(**changed: Setting) -> Tuple[Setting, ...]:
-    """C.4's training with some settings replaced (by the figure's own)."""
-    return tuple(changed.pop(s.name, s) for s in C4_TRAINING) + tuple(changed.values())
+def _c4(**changed: Optional[Setting]) -> Tuple[Setting, ...]:
+    """C.4's training with some settings replaced by the figure's own (None: dropped)."""
+    out = tuple(changed.pop(s.name, s) for s in C4_TRAINING) + tuple(changed.values())
+    return tuple(s for s in out if s is not None)
 
 
 _FIG5_MODEL = (
@@ -116,7 +117,8 @@ for _ds, (_omega, _opt, _lr, _batch, _epochs, _seeds) in {
         seeds=_s('seeds', _seeds, 'C.5: five trials on CIFAR, three on STL-10'),
         expects=_c4(opt=_s('opt', _opt, 'Table S.2 ("SGD": ours, C.4\'s Nesterov SGD)' if _opt != 'adamw'
                            else 'Table S.2'),
-                    lr=_s('lr', _lr, 'Table S.2'), batch_size=_s('batch_size', _batch, 'Table S.2'),
+                    momentum=None if _opt == 'adamw' else _s('momentum', 0.9, 'C.4'), lr=_s('lr', _lr, 'Table S.2'),
+                    batch_size=_s('batch_size', _batch, 'Table S.2'),
                     epochs=_s('epochs', _epochs, 'Table S.2 (the C.5 text differs for CIFAR; the table wins)')),
         model=(_s('S-Mixer L', 12, 'Table S.2'), _s('Ω', _omega, 'Table S.2'),
                _s('(C, S) pairs', 'CIFAR_SWEEP_PAIRS[Ω]', 'C.5: "the same pairs (S, C) … as Sec. C.4"'),
@@ -148,7 +150,8 @@ for _ds in ('cifar10', 'cifar100'):
                _s('SW-MLP p', '0.1, 0.3, 0.5, 0.7, 0.9', 'D.2'), _s('SW-MLP m', '√(Ω/(γp))', 'D.2'),
                _s('SW-MLP L', 8, 'ours: D.2 gives none; the Mixers\' (as C.4 (ii))')),
         params=dict(kind='dims', dims=MLP_MIXER_DIMS, omega=2 ** 18, gamma=4.0, num_blocks=8, patch_size=4,
-                    model='pk_mixer_ss_w_32', sw_mlp=dict(num_blocks=8, omega=2 ** 18, gamma=4.0, densities=SW_MLP_DENSITIES))))
+                    model='pk_mixer_ss_w_32',
+                    sw_mlp=dict(num_blocks=8, omega=2 ** 18, gamma=4.0, densities=SW_MLP_DENSITIES))))
 _FIGURES += [
     Figure('figS3', 'Fig. S.3: MLP-Mixers against γ at fixed m = 4096 (eq. S.46)', 'gamma',
            seeds=_s('seeds', 3, 'C.4 (D.3 gives none)'), expects=C4_TRAINING,
