@@ -127,7 +127,8 @@ def test_explain_lists_each_setting_value_and_source(tmp_path, capsys):
     assert pkmixer(['sweep', 'stl10/s_mixer_fig7', '--experiment', 'patch', '--explain']) == 0
     out = capsys.readouterr().out
     assert '| epochs | 400 | D.6 |' in out and '| seeds | 0 1 2 3 4 | D.6: five trials (STL-10) |' in out
-    assert '| data_dir | data/stl10 | the base recipe s_mixer_fig7.yaml (not stated for this figure) |' in out
+    assert ('| weight_decay | 2e-05 | ours: the base recipe s_mixer_fig7.yaml (the paper states none for this '
+            'figure) |') in out
     assert pkmixer(['sweep', 'cifar10/s_mixer_fig7', '--experiment', 'depth', '--seeds', '0',
                     '--out-dir', str(tmp_path)]) == 0
     record = json.loads((tmp_path / 'sweep.json').read_text())['sweeps'][0]

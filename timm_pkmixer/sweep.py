@@ -382,8 +382,8 @@ def plan_sweep(
     stated = {s.name for s in settings}
     for key, value in base.items():
         if key not in stated and key not in ('model', 'model_kwargs', 'seed', 'experiment'):
-            settings.append(Setting(key, value, f'the base recipe {path.name}' +
-                                    (' (not stated for this figure)' if fig else '')))
+            settings.append(Setting(key, value, f'ours: the base recipe {path.name} (the paper states none for '
+                                                f'this figure)' if fig else f'the base recipe {path.name}'))
     for key, value in user_kwargs.items():
         settings.append(Setting(f'model_kwargs.{key}', value, 'given (model_kwargs)'))
     return SweepPlan(str(recipe), experiment, fig, fig_source, points, list(seeds), settings, differs)
