@@ -109,9 +109,9 @@ def train_one(job: Dict) -> Dict:
 EPOCH_CONFIG = ('family', 'C', 'S', 'm', 'seed')  # per run; the rest of the configuration is meta.json's
 
 
-def merge_summaries(rows: List[Dict], out: str, config: Dict) -> str:
+def merge_summaries(rows: List[Dict], out: str, config: Dict, keep_runs: bool = False) -> str:
     """Merge every run's runs/<run>/summary.csv into one long-form epochs.csv (one row per run and epoch, with the
-    run's configuration) and remove the per-run folders; returns the file."""
+    run's configuration) and remove the per-run folders unless `keep_runs`; returns the file."""
     import shutil
     path = os.path.join(out, 'epochs.csv')
     keys = ('depth', 'weight_decay', 'warmup', 'batch_size', 'epochs', 'omega')
@@ -126,7 +126,8 @@ def merge_summaries(rows: List[Dict], out: str, config: Dict) -> str:
                         writer = csv.DictWriter(f, fieldnames=list(record))
                         writer.writeheader()
                     writer.writerow(record)
-    shutil.rmtree(os.path.join(out, 'runs'))
+    if not keep_runs:
+        shutil.rmtree(os.path.join(out, 'runs'))
     return path
 
 
@@ -265,6 +266,8 @@ def main() -> None:
     parser.add_argument('--warmup', type=int, default=2, help='warm-up epochs')
     parser.add_argument('--batch-size', type=int, default=128)
     parser.add_argument('--workers', type=int, default=2, help='parallel runs (one torch thread each)')
+    parser.add_argument('--keep-runs', action='store_true',
+                        help='keep runs/<run>/summary.csv after merging them into epochs.csv (for `pkmixer plot run`)')
     parser.add_argument('--replot', action='store_true', help='no training: rebuild table and plot from runs.csv')
     parser.add_argument('--out', default=os.path.join('output', 'width_trend'),
                         help='output folder (default output/width_trend; the committed results are '
@@ -302,7 +305,7 @@ def main() -> None:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    merge_summaries(rows, args.out, vars(args))
+    merge_summaries(rows, args.out, vars(args), keep_runs=args.keep_runs)
     agg = write_table(rows, pairs, args.omega, os.path.join(args.out, 'table.md'))
     plot_trend(agg, args.omega, args.seeds, os.path.join(args.out, 'width_trend.png'))
     meta = dict(vars(args), pairs=[(pt.dim, pt.num_tokens) for pt in pairs], runs=len(rows),
