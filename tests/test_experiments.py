@@ -14,7 +14,14 @@ import yaml
 from timm_pkmixer.catalog import summarize
 from timm_pkmixer.cli import main as pkmixer
 from timm_pkmixer.recipes import check_recipe_keys, list_recipes, load_recipe, recipe_root, resolve_recipe
-from timm_pkmixer.sweep import experiment_points, gamma_points, plan_sweep, recipe_figures, write_sweep
+from timm_pkmixer.sweep import (
+    experiment_points,
+    figures_markdown,
+    gamma_points,
+    plan_sweep,
+    recipe_figures,
+    write_sweep,
+)
 from timm_pkmixer.sweep_tables import CIFAR_SWEEP_PAIRS
 
 TESTS = Path(__file__).resolve().parent
@@ -135,6 +142,13 @@ def test_explain_lists_each_setting_value_and_source(tmp_path, capsys):
     assert record['figure'] == 'fig7' and [p['coords']['L'] for p in record['points'][:5]] == [4, 8, 12, 16, 20]
     assert record['points'][0]['files'] == ['depth_L4_random_seed0.yaml']
     assert '| L | 4, 8, 12, 16, 20 | C.6 |' in (tmp_path / 'SWEEP.md').read_text()
+
+
+def test_train_recipes_readme_lists_every_figure_with_its_sources():
+    text = (ROOT / 'train_recipes' / 'README.md').read_text()
+    assert figures_markdown() in text, ('train_recipes/README.md: paste the output of `python -c "from '
+                                        'timm_pkmixer.sweep import figures_markdown; print(figures_markdown())"`')
+    assert '| SW-MLP arm | none | Fig. 6 has none |' in text and '| seeds | 5 | D.6: five trials (STL-10) |' in text
 
 
 @pytest.mark.parametrize('argv,message', [

@@ -42,7 +42,7 @@ from .validation import choice
 from .width import patch_sweep, sw_mlp_width, tokens_for_omega, width_point
 
 __all__ = ['EXPERIMENTS', 'SWEEP_RECORD', 'SWEEP_EXPLAINED', 'ExperimentPoint', 'SweepPlan', 'recipe_figures',
-           'gamma_points', 'plan_sweep', 'experiment_points', 'explain', 'write_sweep', 'check_seeds']
+           'gamma_points', 'plan_sweep', 'experiment_points', 'explain', 'figures_markdown', 'write_sweep', 'check_seeds']
 
 EXPERIMENTS = ('width', 'depth', 'rp-block', 'gamma', 'patch')
 SWEEP_RECORD, SWEEP_EXPLAINED = 'sweep.json', 'SWEEP.md'  # not *.yaml: `for r in DIR/*.yaml` trains recipes only
@@ -406,6 +406,27 @@ def explain(plan: SweepPlan) -> str:
     if plan.differs:
         lines += ['', 'The base recipe differs from the paper for this figure:'] + [f'- {d}' for d in plan.differs]
     return '\n'.join(lines) + '\n'
+
+
+def figures_markdown() -> str:
+    """Every figure's sweep with its base recipes and its settings with sources (train_recipes/README.md's list)."""
+    from .recipes import list_recipes
+    bases: Dict[str, List[str]] = {}
+    for info in list_recipes():
+        for key in recipe_figures(info.path):
+            bases.setdefault(key, []).append(info.name)
+    lines = []
+    for fig in FIGURES.values():
+        lines += [f'### {fig.title}', '',
+                  f'`--figure {fig.key}` (`--experiment {fig.experiment}`), base recipe'
+                  f'{"s" if len(bases.get(fig.key, [])) > 1 else ""}: '
+                  + ', '.join(f'`{b}`' for b in bases.get(fig.key, [])), '',
+                  '| setting | value | source |', '|---|---|---|',
+                  f'| seeds | {fig.seeds.value} | {fig.seeds.source} |']
+        settings = list(fig.model) + list(fig.expects) + [s for s in fig.overrides
+                                                          if s.name not in {e.name for e in fig.expects}]
+        lines += [f'| {s.name} | {s.value} | {s.source} |' for s in settings] + ['']
+    return '\n'.join(lines)
 
 
 def _record(plan: SweepPlan, files: Dict[str, List[str]]) -> Dict[str, Any]:
