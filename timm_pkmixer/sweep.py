@@ -42,7 +42,8 @@ from .validation import choice
 from .width import patch_sweep, sw_mlp_width, tokens_for_omega, width_point
 
 __all__ = ['EXPERIMENTS', 'SWEEP_RECORD', 'SWEEP_EXPLAINED', 'ExperimentPoint', 'SweepPlan', 'recipe_figures',
-           'gamma_points', 'plan_sweep', 'experiment_points', 'explain', 'figures_markdown', 'write_sweep', 'check_seeds']
+           'gamma_points', 'plan_sweep', 'experiment_points', 'explain', 'figures_markdown', 'write_sweep',
+           'check_seeds']
 
 EXPERIMENTS = ('width', 'depth', 'rp-block', 'gamma', 'patch')
 SWEEP_RECORD, SWEEP_EXPLAINED = 'sweep.json', 'SWEEP.md'  # not *.yaml: `for r in DIR/*.yaml` trains recipes only
