@@ -147,7 +147,8 @@ def test_cifar_sweep_pairs_solve_eq_s42():
         for c, s in pairs:
             assert s == round(tokens_for_omega(c, omega))
             assert (s, c) in pairs or (c, s) in pairs  # symmetric
-    with pytest.raises(ValueError, match=r'omega must be one of \[262144, 2097152, 134217728\].*got 1000'):
+    with pytest.raises(ValueError, match=r'omega: the paper lists \(C, S\) pairs for Ω in '
+                                         r'\[262144, 2097152, 134217728\], not 1000'):
         experiment_points('cifar10/s_mixer_fig5', omega=1000)
 
 
@@ -171,8 +172,8 @@ def test_sweep_writes_valid_recipes_that_build_the_requested_geometry(tmp_path):
 
 def test_imagenet_sweep_recipes_build_on_meta(tmp_path):
     paths = write_sweep(str(RECIPES / 'imagenet' / 'rp_mixer_b_w.yaml'), str(tmp_path), permutations=('random',))
-    assert [p.name for p in paths][:2] == ['width_p7_s923_c147_random_seed0.yaml',
-                                           'width_p7_s923_c147_random_seed1.yaml']
+    assert [p.name for p in paths][:2] == ['rp_mixer_b_w_p7_s923_c147_seed0.yaml',
+                                           'rp_mixer_b_w_p7_s923_c147_seed1.yaml']
     assert len(paths) == 6 * 3  # three seeds by default (C.5)
     for path in paths:
         cfg = yaml.safe_load(path.read_text())

@@ -127,8 +127,8 @@ def _sw_arm(kwargs: Mapping[str, Any], arm: Mapping[str, Any]) -> List[Experimen
 
 def _pairs_points(base, kwargs, permutations, omega, params) -> List[ExperimentPoint]:
     if omega not in CIFAR_SWEEP_PAIRS:
-        raise InvalidArgumentError(f'omega must be one of {sorted(CIFAR_SWEEP_PAIRS)} (C.4 lists (C, S) pairs for '
-                                   f'those only), got {omega}')
+        raise InvalidArgumentError(f'omega: the paper lists (C, S) pairs for Ω in {sorted(CIFAR_SWEEP_PAIRS)}, not '
+                                   f'{omega} (C.4)')
     points = []
     for perm in permutations:
         extra, seeded = _perm(perm)
@@ -162,7 +162,8 @@ def _imagenet_points(base, kwargs, permutations) -> List[ExperimentPoint]:
         extra, seeded = _perm(perm)
         for pt in patch_sweep(IMAGENET_SWEEP_OMEGA, 4., IMAGENET_SWEEP_PATCHES):
             points.append(ExperimentPoint(
-                'width', f'width_p{pt.patch}_s{pt.num_tokens}_c{pt.dim}_{perm}', base['model'],
+                'width', f'{"rp" if perm == "random" else "pk"}_mixer_b_w_p{pt.patch}_s{pt.num_tokens}_c{pt.dim}',
+                base['model'],
                 {**kwargs, 'patch_size': pt.patch, 'embed_dim': pt.dim, 'num_tokens': pt.num_tokens, 'gamma': 4.,
                  **extra}, seeded=seeded, coords=dict(P=pt.patch, C=pt.dim, S=pt.num_tokens, permutation=perm)))
     return points

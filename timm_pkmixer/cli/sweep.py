@@ -1,6 +1,8 @@
 """`pkmixer sweep`: one train.py recipe per point of one of the paper's experiments, and per seed."""
 import argparse
+import re
 import shlex
+from pathlib import Path
 
 from ._common import POSITIVE_INT, POSITIVE_REAL, ParseKwargs, add_command
 
@@ -25,12 +27,12 @@ def run(args: argparse.Namespace) -> int:
         for name, flag in (('add=True', '--add'), ('model_kwargs', '--model-kwargs'), ('permutations', '--permutation'),
                            ('out_dir', '--out-dir'), ('seeds', '--seeds'), ('omega', '--omega'), ('gamma', '--gamma'),
                            ('dims', '--dims'), ('figure', '--figure')):
-            message = message.replace(name, flag)
+            message = re.sub(rf'(?<![\w-]){re.escape(name)}(?![\w])', flag, message)
         raise InvalidArgumentError(message) from e
-    print(f'# {len(paths)} recipes in {args.out_dir} (settings and sources: {SWEEP_EXPLAINED}, {SWEEP_RECORD}); '
-          f'run each with (add --data-dir … where the data lives):')
+    print(f'# {len(paths)} recipes in {args.out_dir}; run each with (add --data-dir … where the data lives):')
     for p in paths:
         print(f'pkmixer train {shlex.quote(str(p))}')
+    print(f'# every setting with its value and source: {Path(args.out_dir) / SWEEP_EXPLAINED} (and {SWEEP_RECORD})')
     return 0
 
 
