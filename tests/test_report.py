@@ -147,7 +147,7 @@ def test_completion_and_last_epoch_as_train_py_writes_them(tmp_path, rows, resum
         assert report.listed == [] and rows_by(report)['run']['top1_err_mean'] == pytest.approx(top1_err)
         assert rows_by(report)['run']['runs'] == 2
     else:
-        assert report.rows() == [] and len(report.listed) == 2
+        assert report.rows() == [] and len(report.listed) == 2 and report.unfinished == report.listed
         assert listed(report)['run_seed0'] == f'unfinished: 3 of {len(run.required)} epochs (missing 3)'
 
 
@@ -203,6 +203,7 @@ def test_a_repeated_seed_is_listed_and_the_others_averaged(tmp_path):
     report = build_report([str(tmp_path)])
     assert listed(report) == {'x_seed0': 'seed 0 repeated (also x_seed0_again)',
                               'x_seed0_again': 'seed 0 repeated (also x_seed0)'}
+    assert [x.kind for x in report.listed] == ['seed repeated'] * 2 and report.unfinished == []
     row = rows_by(report)['x']
     assert (row['runs'], row['seeds'], row['top1_err_mean']) == (2, '1 2', pytest.approx(13.))
 

@@ -39,7 +39,7 @@ import yaml
 from .errors import InvalidArgumentError, UserInputError
 
 __all__ = ['RUN_ONLY_KEYS', 'SEED_MODEL_ARGS', 'EXPERIMENTS', 'COLUMNS', 'SEED_RANGE', 'Run', 'Point', 'Listed',
-           'Report', 'read_run', 'read_summary', 'scheduled_epochs', 'find_runs', 'read_epochs_csv',
+           'Report', 'LISTED_KINDS', 'read_run', 'read_summary', 'scheduled_epochs', 'find_runs', 'read_epochs_csv',
            'infer_experiment', 'build_report', 'write_report', 'write_epochs_csv', 'FIGURES_HINT']
 
 # args.yaml keys that say where or how a run was executed or logged, not what was trained
@@ -358,10 +358,14 @@ class Point:
 
 @dataclass(frozen=True)
 class Listed:
-    """A run that is shown but averaged nowhere, and why."""
+    """A run that is shown but averaged nowhere, and why (`kind`: one of :data:`LISTED_KINDS`)."""
     name: str
+    kind: str
     reason: str
     top1_err: Optional[float] = None    # at its last scheduled epoch, when the run has one and it is a measurement
+
+
+LISTED_KINDS = ('no model', 'not a measurement', 'seed repeated', 'unfinished', 'differs elsewhere')
 
 
 @dataclass
@@ -379,7 +383,7 @@ class Report:
 
     @property
     def unfinished(self) -> List[Listed]:
-        return [x for x in self.listed if x.reason.startswith('unfinished')]
+        return [x for x in self.listed if x.kind == 'unfinished']
 
 
 _FEATURES = ('family', 'depth', 'num_tokens', 'dim', 'width', 'permutation', 'density', 'omega', 'gamma', 'patch',
@@ -497,21 +501,22 @@ def build_report(paths: Sequence[str], experiment: Optional[str] = None) -> Repo
     for members in groups.values():
         description = _describe(members[0], cache)
         if isinstance(description, Exception):
-            report.listed += [Listed(r.name, str(description)) for r in members]
+            report.listed += [Listed(r.name, 'no model', str(description)) for r in members]
             continue
         seeds = [r.seed for r in members if not r.problems]
         averaged = []
         for run in members:
             if run.problems:
-                report.listed.append(Listed(run.name, '; '.join(run.problems)))
+                report.listed.append(Listed(run.name, 'not a measurement', '; '.join(run.problems)))
             elif seeds.count(run.seed) > 1:
                 others = [r.name for r in members if r is not run and r.seed == run.seed and not r.problems]
-                report.listed.append(Listed(run.name, f'seed {run.seed} repeated (also {", ".join(others)})',
+                report.listed.append(Listed(run.name, 'seed repeated',
+                                            f'seed {run.seed} repeated (also {", ".join(others)})',
                                             run.top1_err if run.finished else None))
             elif not run.finished:
                 done = len([e for e in run.required if e in run.epochs])
-                report.listed.append(Listed(run.name, f'unfinished: {done} of {len(run.required)} epochs '
-                                                      f'(missing {_ranges(run.missing)})'))
+                report.listed.append(Listed(run.name, 'unfinished', f'unfinished: {done} of {len(run.required)} '
+                                                                    f'epochs (missing {_ranges(run.missing)})'))
             else:
                 averaged.append(run)
         if averaged:
@@ -528,8 +533,9 @@ def build_report(paths: Sequence[str], experiment: Optional[str] = None) -> Repo
             diff = sorted({k for j in indices if j != i for k in _differs(usable[i][0][0].identity(),
                                                                            usable[j][0][0].identity())})
             conflicting.add(i)
-            report.listed += [Listed(r.name, f'same model as another group but differs on {", ".join(diff)}: '
-                                             f'not averaged', r.top1_err) for r in usable[i][0]]
+            report.listed += [Listed(r.name, 'differs elsewhere', f'same model as another group but differs on '
+                                                                  f'{", ".join(diff)}: not averaged', r.top1_err)
+                              for r in usable[i][0]]
     kept = [u for i, u in enumerate(usable) if i not in conflicting]
     inferred, varies = infer_experiment([f for _, _, f in kept]) if kept else ('single', [])
     report.experiment, report.varies = experiment or inferred, varies
