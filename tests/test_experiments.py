@@ -151,6 +151,15 @@ def test_train_recipes_readme_lists_every_figure_with_its_sources():
     assert '| SW-MLP arm | none | Fig. 6 has none |' in text and '| seeds | 5 | D.6: five trials (STL-10) |' in text
 
 
+def test_docs_explain_excerpt_is_the_commands_output(capsys):
+    text = (ROOT / 'docs' / 'experiments.md').read_text()
+    block = text.split('--experiment patch --explain` begins:\n\n```\n', 1)[1].split('```', 1)[0]
+    assert pkmixer(['sweep', 'stl10/s_mixer_fig7', '--experiment', 'patch', '--explain']) == 0
+    out = capsys.readouterr().out.splitlines()
+    shown = [line for line in block.splitlines() if line != '...']
+    assert len(shown) > 10 and all(line in out for line in shown), [line for line in shown if line not in out]
+
+
 @pytest.mark.parametrize('argv,message', [
     (['--seeds', '-3'], 'seeds must be integers in 0 … 4294967295'),
     (['--seeds', '4294967296'], 'seeds must be integers in 0 … 4294967295'),
