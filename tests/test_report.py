@@ -218,7 +218,7 @@ def test_an_unreadable_folder_is_named_and_the_report_still_written(tmp_path, ca
     (alien / 'args.yaml').write_text(yaml.safe_dump(dict(model='no_such_model_xyz', seed=0, epochs=1)))
     report = build_report([str(tmp_path / 'runs')])
     assert [name for name, _ in report.unreadable] == ['broken']
-    assert 'cannot be read' in report.unreadable[0][1]
+    assert report.unreadable[0][1].startswith('args.yaml cannot be read (while parsing a flow')
     assert listed(report)['alien'].startswith('its model cannot be built here')
     assert pkmixer(['report', str(tmp_path / 'runs'), '--out-dir', str(tmp_path / 'out'), '--no-figures']) == 0
     assert 'pkmixer report: cannot read broken:' in capsys.readouterr().err

@@ -489,7 +489,7 @@ def build_report(paths: Sequence[str], experiment: Optional[str] = None) -> Repo
             try:
                 runs.append(read_run(folder, name))
             except InvalidArgumentError as e:
-                unreadable.append((name, str(e).replace(str(folder), '').strip() or str(e)))
+                unreadable.append((name, str(e).replace(f'{folder}{os.sep}', '')))  # the name says where
     if not runs and not unreadable:
         raise InvalidArgumentError(f'no train.py run folders (with args.yaml) under {", ".join(map(str, paths))}')
     report = Report(experiment=experiment or '', points=[], unreadable=unreadable, runs=runs)
