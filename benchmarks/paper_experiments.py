@@ -20,7 +20,7 @@ placeholders for machine paths), wall and CPU time, and versions. The run folder
 from the epochs.csv files alone:
 
     python benchmarks/paper_experiments.py --regenerate          # rewrites OUT/E/report.* and figures
-    python benchmarks/paper_experiments.py --train-py pytorch-image-models/train.py --out /tmp/paper_cpu
+    python benchmarks/paper_experiments.py --train-py pytorch-image-models/train.py --out output/paper_cpu
     python benchmarks/paper_experiments.py --train-py ... --out benchmarks/paper_experiments_results  # update
 """
 import argparse
