@@ -50,7 +50,7 @@ RESULTS = Path(__file__).resolve().parent / 'paper_experiments_results'
 BASE = dict(
     model='s_mixer_s64c64_32',
     model_kwargs=dict(img_size=8, patch_size=2, num_tokens=32, embed_dim=32),
-    device_modules=['timm_pkmixer'],
+    device_modules=['timm_pkmixer.replica_check'],
     num_classes=10, img_size=8, crop_pct=1.0, mean=[0.5, 0.5, 0.5], std=[0.5, 0.5, 0.5],
     train_split='train', val_split='validation',
     batch_size=128, opt='adamw', lr=0.01, weight_decay=0.05, epochs=40, sched='cosine', warmup_epochs=2,

@@ -35,7 +35,7 @@ def test_train_py_args_file_lists_known_arguments():
 def test_every_recipe_key_is_a_train_py_argument(path):
     cfg = load_recipe(str(path))
     check_recipe_keys(cfg, train_py_dests(), path.name)
-    assert cfg['device_modules'] == ['timm_pkmixer']
+    assert cfg['device_modules'] == ['timm_pkmixer.replica_check']  # registers the models, checks the replicas
     if cfg['model'].startswith('local-dir:'):  # a fine-tuning recipe: the recipe says how that folder is made
         assert f"--out-dir {cfg['model'][len('local-dir:'):]}" in path.read_text() and cfg['pretrained'] is True
     else:

@@ -38,7 +38,7 @@ import yaml
 
 MODELS = ('shallow_monarch_8', 'shallow_kron_8')
 BASE = dict(
-    device_modules=['timm_pkmixer'],
+    device_modules=['timm_pkmixer.replica_check'],
     num_classes=10, img_size=8, in_chans=1, crop_pct=1.0, mean=[0.5], std=[0.5],
     train_split='train', val_split='validation',
     batch_size=128, opt='adamw', lr=0.01, weight_decay=0.05, sched='cosine', warmup_epochs=0, min_lr=0.0,
