@@ -37,7 +37,8 @@ def train_py_dests():
 
 def test_recipes_are_listed_by_name_with_dataset_model_and_section(capsys):
     recipes = {r.name: r for r in list_recipes()}
-    assert len(recipes) == 27 and 'imagenet/rp_mixer_b_w' in recipes and 'stl10/s_mixer_fig7' in recipes
+    assert len(recipes) == len(list(recipe_root().rglob('*.yaml')))  # every recipe file, whatever its folder
+    assert 'imagenet/rp_mixer_b_w' in recipes and 'stl10/s_mixer_fig7' in recipes
     r = recipes['cifar100/s_mixer_fig7']
     assert (r.dataset, r.model, r.section) == ('cifar100', 's_mixer_s128c128_32',
                                                'C.6, Fig. 7 (depth); D.5, Fig. S.4 (one RP block)')

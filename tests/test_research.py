@@ -1,4 +1,5 @@
 """`pkmixer width`, `pkmixer plot`, the effective weights of real layers and the width-trend benchmark."""
+import csv
 import json
 import os
 import subprocess
@@ -285,7 +286,7 @@ def test_width_trend_benchmark_smoke(tmp_path):
     out = tmp_path / 'trend'
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, 'benchmarks', 'width_trend.py'), '--dims', '8', '16', '--seeds', '1',
-         '--epochs', '1', '--depth', '1', '--workers', '1', '--out', str(out)],
+         '--epochs', '1', '--depth', '1', '--workers', '1', '--keep-runs', '--out', str(out)],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     with open(out / 'runs.csv') as f:
@@ -299,8 +300,13 @@ def test_width_trend_benchmark_smoke(tmp_path):
     assert [line.split(' | ')[1:4] for line in table[4:12]] == [[c, s, str(int(c) * int(s))] for c, s in pairs] * 2
     assert [line.split(' | ')[0] for line in table[17:21]] == ['| (8, 87)', '| (16, 56)', '| (56, 16)', '| (87, 8)']
     assert png_size(out / 'width_trend.png') == (1080, 342)
-    summary = read_summary(str(out / 'runs' / 'rp-smixer-c8-s87-seed0' / 'summary.csv'))
+    summary = read_summary(str(out / 'runs' / 'rp-smixer-c8-s87-seed0' / 'summary.csv'))  # kept by --keep-runs
     assert list(summary) == ['epoch', 'train_loss', 'eval_loss', 'eval_top1', 'lr'] and len(summary['epoch']) == 1
+    with open(out / 'epochs.csv') as f:  # every run's epochs, merged, long form
+        epochs = list(csv.DictReader(f))
+    assert len(epochs) == 8 and {e['epoch'] for e in epochs} == {'0'}
+    merged = next(e for e in epochs if e['run'] == 'rp-smixer-c8-s87-seed0')
+    assert float(merged['eval_loss']) == summary['eval_loss'][0]
     meta = json.loads((out / 'meta.json').read_text())
     assert meta['pairs'] == [[int(c), int(s)] for c, s in pairs] and meta['runs'] == 8 and meta['wall_seconds'] > 0
 
