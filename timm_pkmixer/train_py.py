@@ -22,64 +22,71 @@ from .errors import InvalidArgumentError, UserInputError
 from .recipes import BatchAndLr, check_recipe_keys, load_recipe, resolve_batch_and_lr, resolve_recipe
 from .validation import positive_int
 
-__all__ = ['TRAIN_PY_ENV', 'TrainArgumentError', 'find_train_py', 'missing_train_py_message', 'load_train_py',
-           'train_py_arguments', 'format_train_args', 'LaunchArgumentError', 'ModelInfo', 'TrainPlan', 'prepare_train',
-           'run_train']
+__all__ = ['TRAIN_PY_ENV', 'TrainArgumentError', 'TrainPyError', 'find_train_py', 'missing_train_py_message',
+           'load_train_py', 'train_py_arguments', 'format_train_args', 'LaunchArgumentError', 'ModelInfo', 'TrainPlan',
+           'prepare_train', 'run_train']
 
 TRAIN_PY_ENV = 'TIMM_TRAIN_PY'
 
 
-def missing_train_py_message() -> str:
+def missing_train_py_message(how: str = 'pass its path as train_py') -> str:
+    """How to get timm's train.py; `how` says how to hand it over (the command line names its flag)."""
     import timm
     v = timm.__version__
     return (
         "timm's train.py is not part of the timm wheel. Get the one of your timm version (" + v + "), e.g.\n"
         f"  curl -LO https://raw.githubusercontent.com/huggingface/pytorch-image-models/v{v}/train.py\n"
         f"or: git clone --depth 1 --branch v{v} https://github.com/huggingface/pytorch-image-models\n"
-        f"then pass --train-py PATH/train.py or set {TRAIN_PY_ENV}=PATH/train.py.")
+        f"then {how} or set {TRAIN_PY_ENV}=PATH/train.py.")
+
+
+class TrainPyError(UserInputError, FileNotFoundError):
+    """No train.py given, none at the path, or a file that is not timm's train.py; `reason` says which."""
+
+    def __init__(self, reason: str):
+        super().__init__(f'train_py: {reason}\n{missing_train_py_message()}')
+        self.reason = reason
 
 
 def find_train_py(option: Optional[str] = None) -> Path:
-    """``option``, else ``$TIMM_TRAIN_PY``; FileNotFoundError with instructions when neither is a file."""
+    """``option``, else ``$TIMM_TRAIN_PY``; :class:`TrainPyError` (a FileNotFoundError) with instructions when
+    neither is a file."""
     candidate = option or os.environ.get(TRAIN_PY_ENV)
     if not candidate:
-        raise FileNotFoundError(missing_train_py_message())
+        raise TrainPyError('no train.py given')
     path = Path(candidate).expanduser()
     if not path.is_file():
-        raise FileNotFoundError(f'no train.py at {path}.\n' + missing_train_py_message())
+        raise TrainPyError(f'no train.py at {path}')
     return path
 
 
 _TRAIN_PY_NAMES = ('config_parser', 'parser', '_parse_args', 'main')
 
 
-def _not_train_py(path: Path, why: str) -> InvalidArgumentError:
-    return InvalidArgumentError(f"train_py: {path} is not timm's train.py ({why}).\n" + missing_train_py_message())
-
-
 def load_train_py(path: Path) -> ModuleType:
     """Import timm's train.py as a module (its ``main()`` is not run). A file that does not define train.py's
-    ``config_parser``, ``parser``, ``_parse_args`` and ``main`` is refused, without running it."""
+    ``config_parser``, ``parser``, ``_parse_args`` and ``main`` is refused (:class:`TrainPyError`), without
+    running it."""
     path = Path(path)
     try:
         source = path.read_text(encoding='utf-8')
     except UnicodeDecodeError:
-        raise _not_train_py(path, 'not a text file') from None
+        raise TrainPyError(f"{path} is not timm's train.py (not a text file)") from None
     missing = [n for n in _TRAIN_PY_NAMES if f'def {n}(' not in source and f'{n} =' not in source]
     if missing:
-        raise _not_train_py(path, f'it defines no {", ".join(missing)}')
+        raise TrainPyError(f"{path} is not timm's train.py (it defines no {', '.join(missing)})")
     spec = importlib.util.spec_from_file_location('_timm_train_py', path)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent))  # train.py may import modules beside it
     try:
         spec.loader.exec_module(module)
     except SyntaxError as e:
-        raise _not_train_py(path, f'not Python: {e.msg}, line {e.lineno}') from None
+        raise TrainPyError(f"{path} is not timm's train.py (not Python: {e.msg}, line {e.lineno})") from None
     finally:
         sys.path.remove(str(path.parent))
     missing = [n for n in _TRAIN_PY_NAMES if not hasattr(module, n)]
     if missing:
-        raise _not_train_py(path, f'it defines no {", ".join(missing)}')
+        raise TrainPyError(f"{path} is not timm's train.py (it defines no {', '.join(missing)})")
     return module
 
 
@@ -199,6 +206,9 @@ def _model_info(args: argparse.Namespace) -> ModelInfo:
         if 'Unknown model' not in str(e):
             raise
         raise InvalidArgumentError(f'model {name!r}: {e}') from None
+    except FileNotFoundError as e:  # local-dir: without its config.json
+        raise FileNotFoundError(f'model {name}: {e.strerror or e} (a local-dir: folder is what `pkmixer expand` '
+                                f'or `pkmixer push --out-dir` writes)') from None
     params = sum(p.numel() for p in model.parameters())
     if hasattr(model, 'describe'):
         s = model.describe()
@@ -315,16 +325,20 @@ def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = 
     elif any(k in given for k in size_keys):
         source = 'given'
     elif any(cfg.get(k) for k in size_keys):
-        source = 'the recipe'
+        source = 'from the recipe'
     else:
         source = "the model's config"
     input_size = _data_input_size(args, model)
     if model.fixed_input_size and tuple(input_size[1:]) != tuple(model.input_size[1:]):
-        keys = ' / '.join(size_keys) or 'the input size'
-        raise InvalidArgumentError(
-            f'input size {input_size[1]}×{input_size[2]} (from {source}) does not fit model {model.name}, built for '
-            f'{model.input_size[1]}×{model.input_size[2]} px and taking no other size: drop {keys}, or expand '
-            f'the model to the new size first (`pkmixer expand`)')
+        key = next(k for k in size_keys if getattr(args, k, None) is not None)
+        value = getattr(args, key)
+        shown = ' '.join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+        (h, w), (mh, mw) = input_size[1:], model.input_size[1:]
+        factor = h // mh if h % mh == 0 and w % mw == 0 and h // mh == w // mw > 1 else None
+        expand = f', or expand the model {factor}× first (`pkmixer expand`)' if factor else ''
+        raise LaunchArgumentError(
+            key, f'{shown} ({source}) does not fit model {model.name}: it is built for {mh}×{mw} px and takes no '
+                 f'other input size. Leave the size to the model{expand}', options.get(key, ()))
     n_threads, why = choose_threads(threads)
     return TrainPlan(module, argv, args, resolve_batch_and_lr(vars(args), world_size), world_size, model,
                      input_size, source, n_threads, why)

@@ -14,30 +14,30 @@ TRAIN_PY_ENV = 'TIMM_TRAIN_PY'  # as timm_pkmixer.train_py (not imported here: i
 _OWN_FLAGS = {'global_batch': '--global-batch', 'threads': '--threads', 'train_py': '--train-py'}
 
 
+def _list_train_args(args: argparse.Namespace) -> int:
+    from ..train_py import find_train_py, format_train_args, load_train_py, train_py_arguments
+    path = find_train_py(args.train_py)
+    module = load_train_py(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    print(format_train_args(train_py_arguments(module), f'train.py sha256 {digest}…'), end='')
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..train_py import (
-        LaunchArgumentError,
-        find_train_py,
-        format_train_args,
-        load_train_py,
-        prepare_train,
-        run_train,
-        train_py_arguments,
-    )
-    if args.list_train_args:
-        path = find_train_py(args.train_py)
-        module = load_train_py(path)
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-        print(format_train_args(train_py_arguments(module), f'train.py sha256 {digest}…'), end='')
-        return 0
-    if not args.recipe:
-        raise InvalidArgumentError(f'a RECIPE is required (e.g. train_recipes/imagenet/rp_mixer_b_w.yaml); '
-                                   f'train.py from --train-py or ${TRAIN_PY_ENV}')
+    from ..train_py import LaunchArgumentError, TrainPyError, missing_train_py_message
     try:
+        if args.list_train_args:
+            return _list_train_args(args)
+        if not args.recipe:
+            raise InvalidArgumentError(f'a RECIPE is required (e.g. train_recipes/imagenet/rp_mixer_b_w.yaml); '
+                                       f'train.py from --train-py or ${TRAIN_PY_ENV}')
+        from ..train_py import prepare_train, run_train
         plan = prepare_train(args.recipe, args.rest, args.train_py, args.global_batch, args.threads)
     except LaunchArgumentError as e:  # the library names the argument; say it as the flag the user typed
         flag = '/'.join(e.options) or _OWN_FLAGS.get(e.argument, e.argument)
         raise InvalidArgumentError(f'{flag} {e.problem}') from None
+    except TrainPyError as e:
+        raise InvalidArgumentError(f'{e.reason}\n{missing_train_py_message("pass --train-py PATH/train.py")}') from None
     if int(os.environ.get('RANK', '0')) == 0:
         for line in plan.describe():
             print(line, flush=True)
