@@ -1,7 +1,6 @@
 """`pkmixer models`: the table of every registered model."""
 import argparse
 
-from ..catalog import list_pkmixer_models, summarize
 from ..errors import InvalidArgumentError
 from ._common import add_command
 
@@ -9,6 +8,7 @@ __all__ = ['add_commands']
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..catalog import list_pkmixer_models, summarize
     rows = [summarize(name).row() for name in list_pkmixer_models() if not args.filter or args.filter in name]
     if not rows:
         raise InvalidArgumentError(f'no registered model matches {args.filter!r}')
