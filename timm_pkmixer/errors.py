@@ -46,3 +46,16 @@ class MissingDependencyError(UserInputError, ImportError):
 class InputShapeError(UserInputError, ValueError, AssertionError):
     """A forward input of the wrong rank, channels or size; the message states the expected (B, C, H, W).
     Also an AssertionError, as timm's own size check raises."""
+
+
+class ArgumentValueError(InvalidArgumentError):
+    """An argument's value refused, kept apart from its name so that a caller can name the argument its own way
+    (the command line by its flag): `argument` (the library's name), `problem` (the message after the name) and
+    `options` (option strings it is known by elsewhere, e.g. train.py's ``-b/--batch-size``; may be empty)."""
+
+    def __init__(self, argument: str, problem: str, options=()):
+        super().__init__(f'{argument} {problem}')
+        self.argument, self.problem, self.options = argument, problem, tuple(options)
+
+
+__all__ += ['ArgumentValueError']

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
-from .errors import InvalidArgumentError, UserInputError
+from .errors import ArgumentValueError, InvalidArgumentError, UserInputError
 from .recipes import BatchAndLr, check_recipe_keys, load_recipe, resolve_batch_and_lr, resolve_recipe
 from .validation import positive_int
 
@@ -125,14 +125,9 @@ class TrainArgumentError(UserInputError, ValueError):
     """train.py's parser refused its arguments."""
 
 
-class LaunchArgumentError(InvalidArgumentError):
+class LaunchArgumentError(ArgumentValueError):
     """A value the launch refuses, in argument terms: `argument` is a train.py argument (its dest, e.g.
-    ``batch_size``) or one of :func:`prepare_train`'s own (``global_batch``, ``threads``); `options` are its
-    option strings in train.py (empty for prepare_train's own), `problem` the rest of the message."""
-
-    def __init__(self, argument: str, problem: str, options: Sequence[str] = ()):
-        super().__init__(f'{argument} {problem}')
-        self.argument, self.problem, self.options = argument, problem, tuple(options)
+    ``batch_size``, with its train.py `options`) or one of :func:`prepare_train`'s own (``global_batch``)."""
 
 
 def _resolve(module: ModuleType, argv: List[str]) -> argparse.Namespace:

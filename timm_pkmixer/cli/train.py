@@ -6,7 +6,7 @@ import traceback
 
 from ..errors import InvalidArgumentError
 from ..validation import cli_type, positive_int
-from ._common import add_command
+from ._common import add_command, flag_names
 
 __all__ = ['add_commands']
 
@@ -24,7 +24,7 @@ def _list_train_args(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..train_py import LaunchArgumentError, TrainPyError, missing_train_py_message
+    from ..train_py import TrainPyError, missing_train_py_message
     try:
         if args.list_train_args:
             return _list_train_args(args)
@@ -32,10 +32,8 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgumentError(f'a RECIPE is required (e.g. train_recipes/imagenet/rp_mixer_b_w.yaml); '
                                        f'train.py from --train-py or ${TRAIN_PY_ENV}')
         from ..train_py import prepare_train, run_train
-        plan = prepare_train(args.recipe, args.rest, args.train_py, args.global_batch, args.threads)
-    except LaunchArgumentError as e:  # the library names the argument; say it as the flag the user typed
-        flag = '/'.join(e.options) or _OWN_FLAGS.get(e.argument, e.argument)
-        raise InvalidArgumentError(f'{flag} {e.problem}') from None
+        with flag_names(_OWN_FLAGS):  # the library names the argument; say it as the flag the user typed
+            plan = prepare_train(args.recipe, args.rest, args.train_py, args.global_batch, args.threads)
     except TrainPyError as e:
         raise InvalidArgumentError(f'{e.reason}\n{missing_train_py_message("pass --train-py PATH/train.py")}') from None
     if int(os.environ.get('RANK', '0')) == 0:
