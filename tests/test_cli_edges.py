@@ -127,7 +127,7 @@ def train(capsys, *argv):
     (['recipe.yaml', '--grad-accum-steps', '0', '--dry-run'], '--grad-accum-steps must be a positive integer, got 0'),
     (['recipe.yaml', '--global-batch', '0'], 'argument --global-batch: global batch must be a positive integer'),
     (['recipe.yaml', '--global-batch', '48', '--dry-run'],
-     '--global-batch 48 is not a multiple of batch_size 32 × 1 processes = 32'),
+     '--global-batch 48 is not a multiple of batch_size 32 × 1 process = 32'),
     (['recipe.yaml', '--threads', '0'], 'argument --threads: threads must be a positive integer, got 0'),
     (['cifar10/nope', '--dry-run'],
      "no recipe file and no packaged recipe named 'cifar10/nope' (`pkmixer recipes` lists them)\n"),
@@ -140,7 +140,7 @@ def test_train_refuses_naming_the_argument(files, capsys, argv, message):
 
 
 @pytest.mark.parametrize('train_py,message', [
-    ('{root}/README.md', "README.md is not timm's train.py (it defines no config_parser, parser, _parse_args, main)"),
+    ('{root}/LICENSE', "LICENSE is not timm's train.py (it defines no config_parser, parser, _parse_args, main)"),
     ('binary.py', "binary.py is not timm's train.py (not a text file)"),
     ('broken.py', "broken.py is not timm's train.py (not Python: invalid syntax, line 2)"),
     ('{root}/timm_pkmixer', 'no train.py at'),

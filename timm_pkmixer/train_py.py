@@ -203,7 +203,7 @@ def _model_info(args: argparse.Namespace) -> ModelInfo:
         raise InvalidArgumentError(f'model {name!r}: {e}') from None
     except FileNotFoundError as e:  # local-dir: without its config.json
         raise FileNotFoundError(f'model {name}: {e.strerror or e} (a local-dir: folder is what `pkmixer expand` '
-                                f'or `pkmixer push --out-dir` writes)') from None
+                                f'or `pkmixer push` writes)') from None
     params = sum(p.numel() for p in model.parameters())
     if hasattr(model, 'describe'):
         s = model.describe()
@@ -304,17 +304,20 @@ def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = 
         per_step = args.batch_size * world_size
         if global_batch % per_step:
             raise LaunchArgumentError('global_batch', f'{global_batch} is not a multiple of batch_size '
-                                      f'{args.batch_size} × {world_size} processes = {per_step}')
+                                      f'{args.batch_size} × {world_size} process{"es" if world_size != 1 else ""} = '
+                                      f'{per_step}')
         argv += ['--grad-accum-steps', str(global_batch // per_step)]
         args = _resolve(module, argv)
 
     model = _model_info(args)
     given = _given(module, train_args)
     size_keys = [k for k in ('input_size', 'img_size') if k in options]
-    if 'model' in given and not any(k in given for k in size_keys) and any(cfg.get(k) for k in size_keys):
+    other_model = 'model' in given and args.model != cfg.get('model')
+    if other_model and not any(k in given for k in size_keys) and any(cfg.get(k) for k in size_keys):
         # the recipe's size belongs to the recipe's model: take this model's own
         c, h, w = model.input_size
-        argv += ['--img-size', str(h)] if h == w and 'img_size' in options else ['--input-size', str(c), str(h), str(w)]
+        square = h == w and 'img_size' in options
+        argv += [options['img_size'][-1], str(h)] if square else [options['input_size'][-1], str(c), str(h), str(w)]
         args = _resolve(module, argv)
         source = f"the model's config; the recipe's {next(k for k in size_keys if cfg.get(k))} is for its own model"
     elif any(k in given for k in size_keys):
@@ -325,7 +328,7 @@ def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = 
         source = "the model's config"
     input_size = _data_input_size(args, model)
     if model.fixed_input_size and tuple(input_size[1:]) != tuple(model.input_size[1:]):
-        key = next(k for k in size_keys if getattr(args, k, None) is not None)
+        key = next((k for k in size_keys if getattr(args, k, None) is not None), 'img_size')
         value = getattr(args, key)
         shown = ' '.join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
         (h, w), (mh, mw) = input_size[1:], model.input_size[1:]
