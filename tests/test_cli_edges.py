@@ -373,7 +373,7 @@ def test_the_models_register_once_timm_is_imported(first):
     (60.0, 95.0, 'inconclusive'),
     (95.7, 96.3, 'trails the normal one by 0.6 points, within the noise of ±3.2 points on 300 validation images'),
     (90.0, 97.0, 'trails the normal one by 7.0 points on this small, short task'),
-    (96.0, 95.0, 'matched or beat the normal one here (+1.0 points, within the noise of ±3.4 points'),
+    (96.0, 95.0, 'matched or beat the normal one here (+1.0 points), within the noise of ±3.4 points'),
     (99.0, 85.0, 'matched or beat the normal one here (+14.0 points). The paper sees RP catch up'),
 ])
 def test_demo_concludes_only_from_models_that_learned(rp_acc, normal_acc, expected):

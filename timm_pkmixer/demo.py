@@ -229,6 +229,6 @@ def reading(rp: DemoResult, normal: DemoResult) -> str:
                 'Fig. S.4 and 7).')
     if gap < 0:
         return same + f'the RP S-Mixer trails the normal one by {-gap:.1f} points, {within}: no difference shown.'
-    return (same + f'the RP S-Mixer matched or beat the normal one here (+{gap:.1f} points'
-            + (f', {within}' if gap <= noise else '') + '). The paper sees RP catch up with depth and longer '
+    return (same + f'the RP S-Mixer matched or beat the normal one here (+{gap:.1f} points)'
+            + (f', {within}' if gap <= noise else '') + '. The paper sees RP catch up with depth and longer '
             'training (Fig. 7); on short runs it usually trails.')
