@@ -1,9 +1,10 @@
 """How many intra-op threads a CPU process should use on a machine that other jobs share.
 
 PyTorch's intra-op threads wait for each other at every parallel region; on a machine whose cores are busy with
-other jobs one descheduled thread stalls the others: two threads took 9x longer than one for the demo, and timm's
-train.py 14x (2.43 against 0.175 s/step) beside other jobs. So: as many threads as idle cores (cores − 1-minute
-load average), shared among the processes of this machine (torchrun's ``LOCAL_WORLD_SIZE``), at least one.
+other jobs one descheduled thread stalls the others: on a shared 2-core machine two threads took 9x longer than one
+for the demo, and timm's train.py started by ``pkmixer train`` 12x (4.56 against 0.39 s/step, load 4-10). So: as
+many threads as idle cores (cores − 1-minute load average), shared among the processes of this machine (torchrun's
+``LOCAL_WORLD_SIZE``), at least one.
 """
 import os
 from typing import Optional, Tuple
