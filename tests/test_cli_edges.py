@@ -18,6 +18,7 @@ from timm_pkmixer.errors import ArgumentValueError, InvalidArgumentError
 from timm_pkmixer.recipes import resolve_batch_and_lr
 
 ROOT = Path(__file__).resolve().parent.parent
+REAL_TRAIN_PY = os.environ.get('TIMM_TRAIN_PY')  # read before the fixture clears it
 
 # train.py's structure (config_parser, parser, _parse_args, main), with the input-size arguments of the real one
 STUB_TRAIN_PY = textwrap.dedent('''
@@ -219,9 +220,9 @@ def test_a_size_the_model_does_not_take_is_refused_in_the_dry_run(files, capsys,
     assert rc == 2 and message in err, err
 
 
-@pytest.mark.skipif(not os.environ.get('TIMM_TRAIN_PY'), reason='set TIMM_TRAIN_PY to a real timm train.py')
+@pytest.mark.skipif(not REAL_TRAIN_PY, reason='set TIMM_TRAIN_PY to a real timm train.py')
 def test_packaged_finetune_recipe_with_another_model_against_the_real_train_py(files, capsys, monkeypatch):
-    monkeypatch.setenv('TIMM_TRAIN_PY', os.environ['TIMM_TRAIN_PY'])
+    monkeypatch.setenv('TIMM_TRAIN_PY', REAL_TRAIN_PY)
     rc, out, err = run(capsys, 'train', 'finetune/pk_mixer_b16_448_cifar10', '--model', 'local-dir:expanded',
                        '--dry-run')
     assert rc == 0 and 'input 64×64 px, 3 channels' in out, err
