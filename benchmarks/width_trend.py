@@ -7,7 +7,11 @@ in block 0 (as the registered `s_mixer_*`). Training uses timm's optimizer and s
 warm-up + cosine); each run's per-epoch metrics go to a timm-format summary.csv (timm.utils.update_summary,
 the writer of train.py), so `pkmixer plot run` draws them.
 
-Outputs in --out: runs.csv (one row per run), table.md, width_trend.png, meta.json, runs/<run>/summary.csv.
+Outputs in --out: runs.csv (one row per run: its configuration and final metrics), epochs.csv (every run's
+per-epoch metrics with its configuration, long form: the runs' summary.csv files merged, then removed),
+table.md, width_trend.png, meta.json. `--replot` rebuilds table.md and the figure from runs.csv alone:
+
+    python benchmarks/width_trend.py --replot --out benchmarks/width_trend_results
 
     pip install 'timm-pkmixer[research]'
     python benchmarks/width_trend.py                       # defaults: ~15 min on an idle 2-core CPU, to output/
@@ -100,6 +104,31 @@ def train_one(job: Dict) -> Dict:
                 params=sum(p.numel() for p in model.parameters()), train_loss=train_loss, train_err=100 - train_top1,
                 test_loss=eval_loss, test_err=100 - eval_top1, seconds=time.time() - start,
                 cpu_seconds=time.process_time() - cpu_start, run=job['run'])
+
+
+EPOCH_CONFIG = ('family', 'C', 'S', 'm', 'seed')  # per run; the rest of the configuration is meta.json's
+
+
+def merge_summaries(rows: List[Dict], out: str, config: Dict, keep_runs: bool = False) -> str:
+    """Merge every run's runs/<run>/summary.csv into one long-form epochs.csv (one row per run and epoch, with the
+    run's configuration) and remove the per-run folders unless `keep_runs`; returns the file."""
+    import shutil
+    path = os.path.join(out, 'epochs.csv')
+    keys = ('depth', 'weight_decay', 'warmup', 'batch_size', 'epochs', 'omega')
+    with open(path, 'w', newline='') as f:
+        writer = None
+        for r in sorted(rows, key=lambda r: r['run']):
+            with open(os.path.join(out, 'runs', r['run'], 'summary.csv'), newline='') as g:
+                for line in csv.DictReader(g):
+                    record = dict(run=r['run'], **{k: r[k] for k in EPOCH_CONFIG}, **{k: config[k] for k in keys},
+                                  base_lr=config['lr'], **line)  # lr: the epoch's, as summary.csv has it
+                    if writer is None:
+                        writer = csv.DictWriter(f, fieldnames=list(record))
+                        writer.writeheader()
+                    writer.writerow(record)
+    if not keep_runs:
+        shutil.rmtree(os.path.join(out, 'runs'))
+    return path
 
 
 def mean_sd(values: List[float]) -> Tuple[float, float]:
@@ -237,6 +266,8 @@ def main() -> None:
     parser.add_argument('--warmup', type=int, default=2, help='warm-up epochs')
     parser.add_argument('--batch-size', type=int, default=128)
     parser.add_argument('--workers', type=int, default=2, help='parallel runs (one torch thread each)')
+    parser.add_argument('--keep-runs', action='store_true',
+                        help='keep runs/<run>/summary.csv after merging them into epochs.csv (for `pkmixer plot run`)')
     parser.add_argument('--replot', action='store_true', help='no training: rebuild table and plot from runs.csv')
     parser.add_argument('--out', default=os.path.join('output', 'width_trend'),
                         help='output folder (default output/width_trend; the committed results are '
@@ -274,6 +305,7 @@ def main() -> None:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+    merge_summaries(rows, args.out, vars(args), keep_runs=args.keep_runs)
     agg = write_table(rows, pairs, args.omega, os.path.join(args.out, 'table.md'))
     plot_trend(agg, args.omega, args.seeds, os.path.join(args.out, 'width_trend.png'))
     meta = dict(vars(args), pairs=[(pt.dim, pt.num_tokens) for pt in pairs], runs=len(rows),

@@ -11,6 +11,8 @@ Usage: torchrun --nproc_per_node=2 tests/dist_worker.py MODE OUT_DIR
               at the root, to_empty, init_non_persistent_buffers, rank 0's initial weights broadcast, STEPS
               steps of AdamW on each rank's shard of one global batch; warnings recorded.
   raw_ddp     without timm_pkmixer.cpu_ddp, train.py's DDP call must fail with PyTorch's CPU error.
+  lonely      check_replicas called by one rank alone (each rank on its own group): a clear error after the
+              timeout, naming the fault; then both ranks call it together and it passes.
 """
 import json
 import sys
@@ -50,6 +52,7 @@ def run_sync(out: Path) -> dict:
     from timm.task import ClassificationTask
 
     import timm_pkmixer.cpu_ddp  # noqa: F401  (what --device-modules timm_pkmixer.cpu_ddp does)
+    import timm_pkmixer.replica_check  # noqa: F401  (what every recipe's device_modules does)
 
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(42 + rank)  # train.py seeds every rank differently: initial weights differ
@@ -91,6 +94,7 @@ def run_wrong_seed(out: Path) -> dict:
     from timm.task import ClassificationTask
 
     import timm_pkmixer.cpu_ddp  # noqa: F401
+    import timm_pkmixer.replica_check  # noqa: F401
     rank = dist.get_rank()
     model = timm.create_model(MODEL, **dict(MODEL_KWARGS, perm_seed=rank))  # no communication here
     task = ClassificationTask(model, torch.nn.CrossEntropyLoss(), device=torch.device('cpu'), verbose=False)
@@ -101,6 +105,21 @@ def run_wrong_seed(out: Path) -> dict:
     return {'refused': False, 'message': '', 'created': True}
 
 
+def run_unchecked(out: Path) -> dict:
+    """Ranks with different perm_seed and no replica check: what DDP's own buffer broadcast does."""
+    from timm.task import ClassificationTask
+
+    import timm_pkmixer.cpu_ddp  # noqa: F401  (the replica check is not installed)
+    rank, report = dist.get_rank(), {}
+    for broadcast in (True, False):
+        model = timm.create_model(MODEL, **dict(MODEL_KWARGS, perm_seed=rank))
+        task = ClassificationTask(model, torch.nn.CrossEntropyLoss(), device=torch.device('cpu'), verbose=False)
+        task.prepare_distributed(device_ids=[torch.device('cpu')], broadcast_buffers=broadcast)
+        perms = flat([b for n, b in model.named_buffers() if n.endswith(('.index', '.inverse'))])
+        report[f'perms_same_broadcast_{broadcast}'] = same_on_all_ranks(perms)
+    return report
+
+
 def run_solo(out: Path) -> dict:
     import time
     report = {}
@@ -109,6 +128,26 @@ def run_solo(out: Path) -> dict:
         timm.create_model(MODEL, **MODEL_KWARGS)
         report['seconds'] = time.perf_counter() - start
     dist.barrier()
+    return report
+
+
+def run_lonely(out: Path) -> dict:
+    """Each rank alone calls check_replicas on a group of both ranks (rank 0 on one group, rank 1 on another):
+    each must give up after its timeout with an error saying that every rank must call it; a call by both
+    ranks on the default group still passes."""
+    import time
+    rank = dist.get_rank()
+    groups = [dist.new_group([0, 1]), dist.new_group([0, 1])]  # every rank creates both, in the same order
+    model = timm.create_model(MODEL, **MODEL_KWARGS)
+    start = time.perf_counter()
+    try:
+        timm_pkmixer.check_replicas(model, group=groups[rank], timeout=2)
+        report = {'refused': False, 'message': ''}
+    except RuntimeError as e:
+        report = {'refused': True, 'message': str(e), 'type': type(e).__name__}
+    report['seconds'] = time.perf_counter() - start
+    timm_pkmixer.check_replicas(model, timeout=60)  # both ranks: passes
+    report['together'] = True
     return report
 
 
@@ -182,7 +221,8 @@ def main() -> None:
     dist.init_process_group('gloo')
     torch.set_num_threads(1)
     report = {'sync': run_sync, 'wrong_seed': run_wrong_seed, 'solo': run_solo, 'fsdp2': run_fsdp2,
-              'raw_ddp': run_raw_ddp}[mode](out)
+              'unchecked': run_unchecked,
+              'raw_ddp': run_raw_ddp, 'lonely': run_lonely}[mode](out)
     report['world_size'] = dist.get_world_size()
     (out / f'rank{dist.get_rank()}.json').write_text(json.dumps(report))
     dist.destroy_process_group()

@@ -35,7 +35,7 @@ def test_ranks_hold_identical_permutations_and_parameters(sync_run):
     _, reports = sync_run
     for r in reports:
         assert r['world_size'] == 2
-        assert r['ddp_class'] == 'CpuFriendlyDDP'
+        assert r['ddp_class'] == 'DistributedDataParallel'  # torch's own class: nothing replaced it
         assert r['init_weights_differ']  # each rank initialised its own weights (seed + rank, as train.py)...
         assert r['params_same_at_start']  # ...and DDP made them rank 0's
         assert r['perms_same'] and r['perms_same_at_end']
@@ -87,9 +87,27 @@ def test_one_rank_alone_creates_a_model_at_once(tmp_path):
     assert reports[0]['seconds'] < 20 and 'seconds' not in reports[1]  # no wait for the other rank (was 300 s)
 
 
+def test_check_replicas_called_on_one_rank_alone_says_so_after_its_timeout(tmp_path):
+    reports = torchrun('lonely', tmp_path)
+    for rank, r in enumerate(reports):
+        assert r['refused'] and r['type'] == 'ReplicaCheckTimeoutError', r
+        assert 2 <= r['seconds'] < 30  # the given timeout, not the process group's (30 min)
+        assert f'waited 2 s on rank {rank}' in r['message']
+        assert 'every rank of the group must call check_replicas' in r['message']
+        assert r['together']  # a call by every rank still passes
+
+
 def test_the_check_can_be_switched_off(tmp_path):
     reports = torchrun('wrong_seed', tmp_path, {'TIMM_PKMIXER_CHECK_REPLICAS': '0'})
     assert [r['refused'] for r in reports] == [False, False]
+
+
+def test_without_the_check_ddp_broadcast_gives_rank_0s_permutations(tmp_path):
+    """What the README says of DDP without the replica check: its initial buffer broadcast (train.py's default)
+    makes every rank hold rank 0's permutations; with --no-ddp-bb the ranks keep different ones, silently."""
+    for r in torchrun('unchecked', tmp_path):
+        assert r['perms_same_broadcast_True'] is True
+        assert r['perms_same_broadcast_False'] is False
 
 
 def test_train_py_ddp_call_fails_on_cpu_without_cpu_ddp(tmp_path):

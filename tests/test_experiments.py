@@ -1,9 +1,9 @@
 """The paper's experiments as sweeps (points checked against the paper), packaged recipes by name, `pkmixer report`
 against hand-computed numbers, and a tiny end-to-end sweep → train → report."""
 import csv
+import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +14,15 @@ import yaml
 from timm_pkmixer.catalog import summarize
 from timm_pkmixer.cli import main as pkmixer
 from timm_pkmixer.recipes import check_recipe_keys, list_recipes, load_recipe, recipe_root, resolve_recipe
-from timm_pkmixer.report import build_report, write_report
-from timm_pkmixer.sweep import experiment_points, gamma_points, write_sweep
+from timm_pkmixer.sweep import (
+    experiment_points,
+    figures_markdown,
+    gamma_points,
+    plan_sweep,
+    recipe_figures,
+    write_sweep,
+)
+from timm_pkmixer.sweep_tables import CIFAR_SWEEP_PAIRS
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -30,7 +37,8 @@ def train_py_dests():
 
 def test_recipes_are_listed_by_name_with_dataset_model_and_section(capsys):
     recipes = {r.name: r for r in list_recipes()}
-    assert len(recipes) == 26 and 'imagenet/rp_mixer_b_w' in recipes and 'stl10/s_mixer_fig7' in recipes
+    assert len(recipes) == len(list(recipe_root().rglob('*.yaml')))  # every recipe file, whatever its folder
+    assert 'imagenet/rp_mixer_b_w' in recipes and 'stl10/s_mixer_fig7' in recipes
     r = recipes['cifar100/s_mixer_fig7']
     assert (r.dataset, r.model, r.section) == ('cifar100', 's_mixer_s128c128_32',
                                                'C.6, Fig. 7 (depth); D.5, Fig. S.4 (one RP block)')
@@ -55,23 +63,138 @@ def test_fig7_recipes_say_which_d5_setting_they_follow():
 
 # ---------------------------------------------------------------------------------------------- experiment points
 
-def base(name):
-    return load_recipe(resolve_recipe(name))
-
-
 def test_width_points_add_the_sw_mlp_arm_of_fig5():
-    points = experiment_points(base('cifar10/s_mixer_fig5'), 'width')
+    points = experiment_points('cifar10/s_mixer_fig5', 'width')
     sw = [p for p in points if p.model == 'sw_mlp_o18_32']
     assert [summarize(p.model, **p.model_kwargs).width for p in sw] == [540, 612, 724, 935, 1619]  # C.4 (ii)
+    assert [summarize(p.model, **p.model_kwargs).depth for p in sw] == [8] * 5  # C.4 (ii): eight blocks
     assert [1 - p.model_kwargs['density'] for p in sw] == pytest.approx([0.1, 0.3, 0.5, 0.7, 0.9])
     mixers = [(p.model_kwargs['embed_dim'], p.model_kwargs['num_tokens']) for p in points if p.model != 'sw_mlp_o18_32']
     assert mixers[:6] == [(16, 173), (32, 113), (48, 83), (83, 48), (113, 32), (173, 16)]  # C.4 (i), Ω = 2^18
-    assert not [p for p in experiment_points(base('cifar10/s_mixer_fig5'), 'width', omega=2 ** 21)
+    assert not [p for p in experiment_points('cifar10/s_mixer_fig5', 'width', omega=2 ** 21)
                 if p.model.startswith('sw_')]  # the SW-MLP arm is Ω = 2^18's
 
 
+@pytest.mark.parametrize('ds,omega,depth', [('cifar10', 2 ** 21, 12), ('cifar100', 2 ** 21, 12),
+                                            ('stl10', 2 ** 18, 12)])
+def test_fig6_points_have_no_sw_mlp_arm(ds, omega, depth):
+    points = experiment_points(f'{ds}/s_mixer_fig6', 'width')
+    assert len(points) == 12 and not [p for p in points if p.model.startswith('sw_')]  # Fig. 6 has no SW-MLP
+    for p in points:
+        s = summarize(p.model, **p.model_kwargs)
+        assert s.depth == depth and p.coords['omega'] == omega  # Table S.2
+        assert (s.dim, s.num_tokens) in CIFAR_SWEEP_PAIRS[omega]
+
+
+def test_fig4_left_is_c1_c2_for_both_arms():
+    plan = plan_sweep('cifar10/mixer_fig2_fig4')
+    assert plan.figure.key == 'fig4' and plan.seeds == [0, 1, 2, 3] and plan.differs == []  # C.2: four seeds
+    base = load_recipe(resolve_recipe('cifar10/mixer_fig2_fig4'))
+    assert (base['batch_size'], base['epochs'], base['lr'], base['aa'], base['opt'], base['sched']) == \
+        (128, 600, 0.01, 'original', 'adamw', 'cosine')  # C.1
+    mixers = [p for p in plan.points if not p.model.startswith('sw_')]
+    assert [p.model_kwargs['num_tokens'] for p in mixers[:13]] == [360, 252, 203, 173, 152, 136, 124, 113, 104, 96,
+                                                                    89, 83, 64]  # C.2, as printed
+    for p in mixers:
+        s = summarize(p.model, **p.model_kwargs)
+        assert (s.depth, s.gamma_tokens, s.gamma_channels) == (3, pytest.approx(2, rel=0.02), 2)  # C.1: L = 3, γ = 2
+        assert p.model_kwargs['patch_size'] == 4
+    sw = [summarize(p.model, **p.model_kwargs) for p in plan.points if p.model.startswith('sw_')]
+    assert [s.depth for s in sw] == [6] * 7  # C.1: the 3 token and 3 channel MLPs
+    assert [s.hidden for s in sw] == [1024, 1448, 2048, 2896, 4096, 5792, 8192]  # γm up to ≈ 8000, as Fig. 4
+    assert all(s.omega == pytest.approx(2 ** 19, rel=0.01) for s in sw)
+
+
+def test_fig_s5_stl10_and_fig_s6_are_their_captions():
+    plan = plan_sweep('stl10/s_mixer_fig7', 'patch')
+    assert plan.figure.key == 'figS5-stl10' and plan.seeds == [0, 1, 2, 3, 4]  # D.6: five trials
+    assert all(p.recipe == dict(lr=0.1, epochs=400, img_size=90) for p in plan.points)  # D.6
+    s6 = plan_sweep('cifar10/s_mixer_fig5', figure='figS6')
+    assert [p.coords['C'] for p in s6.points[:5]] == [16, 32, 64, 114, 173]  # Fig. S.6 caption
+    assert [p.coords['S'] for p in s6.points[:5]] == [173, 113, 64, 32, 16]
+    assert s6.seeds == [0, 1, 2, 3, 4] and all(p.recipe == dict(lr=0.1, epochs=600) for p in s6.points)
+    assert not [p for p in s6.points if p.model.startswith('sw_')]
+
+
+def test_every_setting_has_a_source_and_packaged_recipes_agree_with_their_figures():
+    for info in list_recipes():
+        for key in recipe_figures(info.path):
+            plan = plan_sweep(info.name, figure=key)
+            assert plan.differs == [], (info.name, key, plan.differs)
+            assert all(s.source for s in plan.settings)
+    gamma = plan_sweep('cifar10/s_mixer_fig5', 'gamma')
+    omega = next(s for s in gamma.settings if s.name == 'Ω')
+    assert omega.value == 2 ** 20 and omega.source.startswith('ours:')  # Fig. S.3: the paper gives no Ω
+    assert gamma.recipe == 'cifar10/s_mixer_fig5'  # C.4's base recipe, not Table 1's
+    rp = plan_sweep('cifar10/s_mixer_fig7', 'rp-block')
+    depth = next(s for s in rp.settings if s.name == 'L')
+    assert depth.value == 8 and depth.source.startswith('ours: the caption gives no L')
+
+
+def test_explain_lists_each_setting_value_and_source(tmp_path, capsys):
+    assert pkmixer(['sweep', 'stl10/s_mixer_fig7', '--experiment', 'patch', '--explain']) == 0
+    out = capsys.readouterr().out
+    assert '| epochs | 400 | D.6 |' in out and '| seeds | 0 1 2 3 4 | D.6: five trials (STL-10) |' in out
+    assert ('| weight_decay | 2e-05 | ours: the base recipe s_mixer_fig7.yaml (the paper states none for this '
+            'figure) |') in out
+    assert pkmixer(['sweep', 'cifar10/s_mixer_fig7', '--experiment', 'depth', '--seeds', '0',
+                    '--out-dir', str(tmp_path)]) == 0
+    record = json.loads((tmp_path / 'sweep.json').read_text())['sweeps'][0]
+    assert record['figure'] == 'fig7' and [p['coords']['L'] for p in record['points'][:5]] == [4, 8, 12, 16, 20]
+    assert record['points'][0]['files'] == ['depth_L4_random_seed0.yaml']
+    assert '| L | 4, 8, 12, 16, 20 | C.6 |' in (tmp_path / 'SWEEP.md').read_text()
+
+
+def test_train_recipes_readme_lists_every_figure_with_its_sources():
+    text = (ROOT / 'train_recipes' / 'README.md').read_text()
+    assert figures_markdown() in text, ('train_recipes/README.md: paste the output of `python -c "from '
+                                        'timm_pkmixer.sweep import figures_markdown; print(figures_markdown())"`')
+    assert '| SW-MLP arm | none | Fig. 6 has none |' in text and '| seeds | 5 | D.6: five trials (STL-10) |' in text
+
+
+def test_docs_explain_excerpt_is_the_commands_output(capsys):
+    text = (ROOT / 'docs' / 'experiments.md').read_text()
+    block = text.split('--experiment patch --explain` begins:\n\n```\n', 1)[1].split('```', 1)[0]
+    assert pkmixer(['sweep', 'stl10/s_mixer_fig7', '--experiment', 'patch', '--explain']) == 0
+    out = capsys.readouterr().out.splitlines()
+    shown = [line for line in block.splitlines() if line != '...']
+    assert len(shown) > 10 and all(line in out for line in shown), [line for line in shown if line not in out]
+
+
+@pytest.mark.parametrize('argv,message', [
+    (['--seeds', '-3'], 'seeds must be integers in 0 … 4294967295'),
+    (['--seeds', '4294967296'], 'seeds must be integers in 0 … 4294967295'),
+    (['--seeds', '0', '0'], 'seeds must be distinct: [0] repeated'),
+    (['--experiment', 'rp-block', '--permutation', 'random'], '--permutation does not apply to the rp-block'),
+    (['--experiment', 'depth', '--omega', '1024'], '--omega does not apply to the depth experiment'),
+    (['--experiment', 'depth', '--gamma', '2'], '--gamma does not apply to the depth experiment'),
+    (['--figure', 'fig5', '--experiment', 'depth'], 'figure fig5 is a width experiment, not depth'),
+])
+def test_sweep_refuses_what_does_not_apply(tmp_path, capsys, argv, message):
+    assert pkmixer(['sweep', 'cifar10/s_mixer_fig7', '--out-dir', str(tmp_path / 'o'), *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / 'o').exists()
+
+
+def test_sweep_refuses_a_folder_with_another_sweep_unless_added_to(tmp_path, capsys):
+    out = str(tmp_path)
+    assert pkmixer(['sweep', 'cifar10/s_mixer_fig7', '--experiment', 'depth', '--seeds', '0', '--out-dir', out]) == 0
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert pkmixer(['sweep', 'cifar10/s_mixer_fig7', '--experiment', 'rp-block', '--seeds', '0',
+                    '--out-dir', out]) == 2
+    assert 'already holds a sweep' in capsys.readouterr().err and sorted(p.name for p in tmp_path.iterdir()) == before
+    assert pkmixer(['sweep', 'cifar10/s_mixer_fig7', '--experiment', 'depth', '--seeds', '0', '--out-dir', out,
+                    '--add']) == 2
+    assert 'adding would overwrite them' in capsys.readouterr().err
+    assert pkmixer(['sweep', 'cifar10/s_mixer_fig7', '--experiment', 'rp-block', '--seeds', '0', '--out-dir', out,
+                    '--add']) == 0
+    record = json.loads((tmp_path / 'sweep.json').read_text())
+    assert [s['experiment'] for s in record['sweeps']] == ['depth', 'rp-block']
+    assert len(list(tmp_path.glob('*.yaml'))) == 10 + 10
+
+
 def test_depth_points_are_fig7():
-    points = experiment_points(base('cifar10/s_mixer_fig7'), 'depth')
+    points = experiment_points('cifar10/s_mixer_fig7', 'depth')
     assert [(p.model_kwargs['num_blocks'], p.model_kwargs['permutation']) for p in points] == \
         [(L, perm) for perm in ('random', 'normal') for L in (4, 8, 12, 16, 20)]
     s = summarize(points[0].model, **points[0].model_kwargs)
@@ -79,10 +202,10 @@ def test_depth_points_are_fig7():
 
 
 def test_rp_block_points_are_fig_s4():
-    points = experiment_points(base('cifar10/s_mixer_fig7'), 'rp-block')
+    points = experiment_points('cifar10/s_mixer_fig7', 'rp-block')
     patterns = [summarize(p.model, **p.model_kwargs).permutation_label for p in points]
     assert patterns == ['normal', 'random'] + ['N' * b + 'R' + 'N' * (7 - b) for b in range(8)]
-    text = experiment_points(base('cifar10/s_mixer_fig7'), 'rp-block',
+    text = experiment_points('cifar10/s_mixer_fig7', 'rp-block',
                              model_kwargs=dict(num_tokens=64, embed_dim=64, num_blocks=4))  # D.5's text setting
     assert len(text) == 6 and summarize(text[3].model, **text[3].model_kwargs).permutation_label == 'NRNN'
 
@@ -94,27 +217,27 @@ def test_gamma_points_are_eq_s46():
         assert p['S'] * p['C'] == 4096
         assert p['gamma'] == pytest.approx(2 * 2 ** 20 / (4096 * (p['C'] + 4096 / p['C'])))
     assert max(pts, key=lambda p: p['gamma'])['C'] == 64 and max(p['gamma'] for p in pts) == pytest.approx(4.0)
-    points = experiment_points(base('cifar10/pk_mixer_ss_w_32'), 'gamma', permutations=('normal',))
+    points = experiment_points('cifar10/s_mixer_fig5', 'gamma', permutations=('normal',))
     for p in points:
         s = summarize(p.model, **p.model_kwargs)
         assert s.width == 4096 and s.omega == pytest.approx(2 ** 20, rel=2e-3)  # fixed m, fixed Ω
     with pytest.raises(ValueError, match='has no hidden layer'):
-        experiment_points(base('cifar10/s_mixer_fig7'), 'gamma')
+        experiment_points('cifar10/s_mixer_fig7', 'gamma')
 
 
 def test_patch_points_are_fig_s5():
-    cifar = experiment_points(base('cifar10/s_mixer_fig7'), 'patch', permutations=('normal',))
+    cifar = experiment_points('cifar10/s_mixer_fig7', 'patch', permutations=('normal',))
     assert [p.model_kwargs['patch_size'] for p in cifar] == [1, 2, 4, 8, 16, 32]
-    assert all(p.recipe == dict(lr=0.1, img_size=32) for p in cifar)  # D.6: lr 0.1
+    assert all(p.recipe == dict(lr=0.1, epochs=200, img_size=32) for p in cifar)  # D.6: lr 0.1, 200 epochs
     s = summarize(cifar[0].model, **cifar[0].model_kwargs)
     assert (s.num_tokens, s.dim, s.depth) == (64, 64, 4)
-    stl = experiment_points(base('stl10/s_mixer_fig7'), 'patch', permutations=('normal',))
+    stl = experiment_points('stl10/s_mixer_fig7', 'patch', permutations=('normal',))
     assert [p.model_kwargs['patch_size'] for p in stl] == [1, 3, 6, 10, 18, 30] and stl[0].recipe['img_size'] == 90
 
 
 @pytest.mark.parametrize('recipe,experiment,count', [
     ('cifar10/s_mixer_fig7', 'depth', 10), ('cifar10/s_mixer_fig7', 'rp-block', 10),
-    ('cifar10/pk_mixer_ss_w_32', 'gamma', 14), ('cifar10/s_mixer_fig7', 'patch', 12),
+    ('cifar10/s_mixer_fig5', 'gamma', 14), ('cifar10/s_mixer_fig7', 'patch', 12),
     ('cifar10/s_mixer_fig5', 'width', 17)])
 def test_every_written_recipe_is_valid_and_names_its_point(tmp_path, recipe, experiment, count):
     paths = write_sweep(recipe, str(tmp_path), seeds=(0, 3), experiment=experiment)
@@ -127,66 +250,6 @@ def test_every_written_recipe_is_valid_and_names_its_point(tmp_path, recipe, exp
         kw = cfg['model_kwargs']
         if summarize(cfg['model'], **kw).has_random_structure:
             assert kw.get('perm_seed', kw.get('mask_seed')) == cfg['seed']
-
-
-# ---------------------------------------------------------------------------------------------- the report
-
-def fake_run(root, name, seed, top1, eval_loss, epochs=3, done=None, **model_kwargs):
-    """A run folder as train.py writes it, with made-up numbers."""
-    from timm.utils import update_summary
-    out = root / f'{name}_seed{seed}'
-    out.mkdir(parents=True)
-    args = dict(model='s_mixer_s64c64_32', model_kwargs=dict(num_blocks=2, **model_kwargs), seed=seed,
-                experiment=f'{name}_seed{seed}', epochs=epochs, cooldown_epochs=0, lr=0.02, output=str(root))
-    (out / 'args.yaml').write_text(yaml.safe_dump(args))
-    for epoch in range(epochs if done is None else done):
-        update_summary(epoch, {'loss': 1.0}, {'loss': eval_loss[epoch], 'top1': top1[epoch], 'top5': 100.},
-                       filename=str(out / 'summary.csv'), lr=0.01, write_header=epoch == 0)
-    return out
-
-
-def test_report_means_sds_unfinished_and_disagreeing_runs(tmp_path):
-    runs = tmp_path / 'runs'
-    fake_run(runs, 'depth_L2_normal', 0, [50, 80, 90], [1.0, 0.5, 0.40], permutation='normal')
-    fake_run(runs, 'depth_L2_normal', 1, [50, 85, 80], [1.0, 0.5, 0.50], permutation='normal')
-    fake_run(runs, 'depth_L2_normal', 2, [50, 90, 94], [1.0, 0.5, 0.30], permutation='normal')
-    fake_run(runs, 'depth_L2_random', 0, [40, 70, 75], [1.0, 0.6, 0.6], permutation='random', perm_seed=0)
-    fake_run(runs, 'depth_L2_random', 1, [40, 70, 73], [1.0, 0.6, 0.7], permutation='random', perm_seed=1)
-    fake_run(runs, 'depth_L2_random', 2, [40, 70, 0], [1.0, 0.6, 0.7], done=2, permutation='random', perm_seed=2)
-    odd = fake_run(runs, 'depth_L2_random', 3, [40, 70, 60], [1.0, 0.6, 0.9], permutation='random', perm_seed=3)
-    args = yaml.safe_load((odd / 'args.yaml').read_text())
-    (odd / 'args.yaml').write_text(yaml.safe_dump(dict(args, lr=0.1)))  # another learning rate
-
-    report = build_report([str(runs)])
-    assert [r.name for r in report.unfinished] == ['depth_L2_random_seed2']
-    assert len(report.conflicts) == 1 and 'disagree on lr' in report.conflicts[0]
-    rows = {(r['point'], r['runs']): r for r in report.rows()}
-    normal = rows[('depth_L2_normal', 3)]
-    errs = [10., 20., 6.]
-    assert normal['top1_err_mean'] == pytest.approx(statistics.fmean(errs))       # 12
-    assert normal['top1_err_sd'] == pytest.approx(statistics.stdev(errs))         # n − 1: 7.2111
-    assert normal['best_top1_err_mean'] == pytest.approx((10 + 15 + 6) / 3)
-    assert normal['eval_loss_mean'] == pytest.approx(0.4)
-    assert (normal['permutation'], normal['num_blocks'], normal['width'], normal['seeds']) == \
-        ('normal', 2, 4096, '0 1 2')
-    random_ok = rows[('depth_L2_random', 2)]
-    assert random_ok['top1_err_mean'] == pytest.approx(26.) and random_ok['top1_err_sd'] == pytest.approx(math.sqrt(2))
-    assert random_ok['note'].startswith('runs disagree on lr')
-    assert rows[('depth_L2_random', 1)]['top1_err_mean'] == pytest.approx(40.)  # the lr=0.1 run alone
-
-    files = write_report(report, str(tmp_path / 'out'))
-    with open(tmp_path / 'out' / 'report.csv') as f:
-        table = list(csv.DictReader(f))
-    assert list(table[0])[:12] == ['experiment', 'point', 'model', 'num_blocks', 'num_tokens', 'embed_dim', 'width',
-                                   'permutation', 'density', 'omega', 'gamma', 'patch_size']
-    assert {'seeds', 'top1_err_mean', 'top1_err_sd', 'best_top1_err_mean', 'eval_loss_mean'} <= set(table[0])
-    md = (tmp_path / 'out' / 'report.md').read_text()
-    assert '## Unfinished runs (not averaged)' in md and 'depth_L2_random_seed2`: 2 of 3 epochs' in md
-    assert {f.name for f in files} >= {'report.csv', 'report.md', 'depth.png', 'eval_loss_depth.png'}
-
-
-def test_report_refuses_folders_without_runs(tmp_path):
-    assert pkmixer(['report', str(tmp_path), '--out-dir', str(tmp_path / 'o')]) == 2
 
 
 # ---------------------------------------------------------------------------------------------- end to end
@@ -216,6 +279,7 @@ def test_sweep_train_report_end_to_end(tmp_path):
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     recipes = sorted((tmp_path / 'sweep').glob('*.yaml'))
+    assert (tmp_path / 'sweep' / 'sweep.json').is_file() and (tmp_path / 'sweep' / 'SWEEP.md').is_file()
     assert [p.stem for p in recipes] == sorted(f'rpblock_{p}_seed{s}' for p in ('b0', 'b1', 'normal', 'random')
                                                for s in (0, 1))
     for path in recipes:
@@ -227,6 +291,7 @@ def test_sweep_train_report_end_to_end(tmp_path):
     with open(tmp_path / 'report' / 'report.csv') as f:
         rows = {r['point']: r for r in csv.DictReader(f)}
     assert set(rows) == {'rpblock_b0', 'rpblock_b1', 'rpblock_normal', 'rpblock_random'}
+    assert {r['experiment'] for r in rows.values()} == {'rp-block'}  # from what varies, not from the names
     assert [rows[p]['permutation'] for p in ('rpblock_b0', 'rpblock_b1', 'rpblock_normal', 'rpblock_random')] == \
         ['RN', 'NR', 'normal', 'random']
     for row in rows.values():
@@ -235,7 +300,9 @@ def test_sweep_train_report_end_to_end(tmp_path):
 
 
 def test_mlp_mixer_width_points_are_d2():
-    points = experiment_points(base('cifar10/pk_mixer_ss_w_32'), 'width')
+    plan = plan_sweep('cifar10/s_mixer_fig5', figure='figS2-cifar10')
+    assert plan.recipe == 'cifar10/s_mixer_fig5' and all(p.recipe == dict(lr=0.1) for p in plan.points)  # D.2: lr 0.1
+    points = plan.points
     mixers = [p for p in points if p.model != 'sw_mlp_o18_32']
     assert [p.model_kwargs['embed_dim'] for p in mixers[:7]] == [16, 32, 48, 64, 83, 113, 173]  # D.2
     from timm_pkmixer.width import tokens_for_omega
@@ -246,7 +313,5 @@ def test_mlp_mixer_width_points_are_d2():
     sw = [summarize(p.model, **p.model_kwargs) for p in points if p.model == 'sw_mlp_o18_32']
     assert [s.width for s in sw] == [round(math.sqrt(2 ** 18 / (4 * p))) for p in (0.9, 0.7, 0.5, 0.3, 0.1)]
     assert all(s.hidden == 4 * s.width for s in sw)  # MLP blocks of the same γ
-    fig4 = experiment_points(base('cifar10/pk_mixer_ss_w_32'), 'width', permutations=('normal',), omega=2 ** 19,
-                             gamma=2.0, dims=[4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 64])
-    assert [p.model_kwargs['num_tokens'] for p in fig4[:13]] == [360, 252, 203, 173, 152, 136, 124, 113, 104, 96, 89,
-                                                                   83, 64]  # C.2, Fig. 4 (left)
+    generic = experiment_points('cifar10/pk_mixer_ss_w_32', 'width')  # Table 1's recipe declares no figure
+    assert not [p for p in generic if p.model.startswith('sw_')] and len(generic) == 14

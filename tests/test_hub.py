@@ -14,8 +14,7 @@ import torch
 import yaml
 from huggingface_hub import HfApi, RepoUrl
 from safetensors.torch import load_file, save_file
-from timm.models import get_pretrained_cfg
-from timm.models._hub import save_for_hf
+from timm.models import get_pretrained_cfg, save_for_hf
 
 from timm_pkmixer.catalog import summarize
 from timm_pkmixer.cli import main as pkmixer
@@ -338,3 +337,99 @@ def test_timm_hub_weights_load_into_pk_mixer_b16(tmp_path):
         want = ref(x)
     assert want.std() > 1e-3 and torch.equal(got['pk'], got['timm'])
     torch.testing.assert_close(got['pk'], want, rtol=0, atol=1e-5)
+
+
+# ------------------------------------------------------------------ digests, run arguments, the library's terms
+
+def _push(path, name, tmp_path, *extra):
+    return pkmixer(['push', str(path), '--model', name, '--repo-id', 'a/b', '--out-dir', str(tmp_path / 'out'),
+                    *extra])
+
+
+@pytest.mark.parametrize('name, kwargs, dtype, message', [
+    ('s_mixer_rp_s64c64_32', dict(num_blocks=2), torch.float16,
+     r'8 permutation digests were cast to torch\.float16 \(first: blocks\.0\.mlp_tokens\.perm_in\.digest\)'),
+    ('rp_mixer_ss8_32', dict(embed_dim=32), torch.bfloat16,
+     r'8 permutation digests were cast to torch\.bfloat16 \(first: blocks\.0\.mlp_tokens\.perm_in\.digest\)'),
+    ('sw_mlp_o18_32', dict(width=64, num_blocks=1), torch.float16,
+     r'2 mask digests were cast to torch\.float16 \(first: in_proj\.mask_digest\)'),
+])
+def test_push_says_digests_were_cast_not_that_the_run_diverged(tmp_path, capsys, name, kwargs, dtype, message):
+    model = randomize_(timm.create_model(name, **kwargs))
+    save_file({k: v.to(dtype) for k, v in model.state_dict().items()}, str(tmp_path / 'cast.safetensors'))
+    assert _push(tmp_path / 'cast.safetensors', name, tmp_path, *_kwargs_argv(kwargs)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('pkmixer push: error: ') and re.search(message, err), err
+    assert 'not a weight' in err and 'NaN' not in err and 'diverge' not in err
+    # cast as model.half() casts (floating-point weights only): pushed, the digests intact
+    save_file(model.half().state_dict(), str(tmp_path / 'half.safetensors'))
+    assert _push(tmp_path / 'half.safetensors', name, tmp_path, *_kwargs_argv(kwargs)) == 0
+
+
+@pytest.mark.parametrize('text, message', [
+    ('model: x\nlr: !!python/object/apply:os.system ["touch {marker}"]\n', 'ConstructorError'),
+    ('!!python/name:os.system\n', 'ConstructorError'),
+    ('model: [unclosed\n', 'ParserError'),
+    ('- a list\n- of things\n', 'holds a YAML list, not the mapping of arguments train.py writes'),
+])
+def test_push_refuses_an_args_yaml_it_cannot_read_safely(tmp_path, capsys, text, message):
+    marker = tmp_path / 'executed'
+    model = randomize_(timm.create_model('s_mixer_rp_s64c64_32', num_blocks=2))
+    save_file(model.state_dict(), str(tmp_path / 'w.safetensors'))
+    (tmp_path / 'args.yaml').write_text(text.format(marker=marker))
+    assert _push(tmp_path / 'w.safetensors', 's_mixer_rp_s64c64_32', tmp_path, '--model-kwargs', 'num_blocks=2') == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f'pkmixer push: error: {tmp_path / "args.yaml"}: ') and message in err, err
+    assert 'Traceback' not in err and not marker.exists() and not (tmp_path / 'out').exists()
+
+
+def test_a_train_py_checkpoint_with_an_unsafe_args_yaml_beside_it_is_not_published(run_dir, tmp_path, capsys):
+    """The checkpoint carries its own arguments; the args.yaml beside it is still not copied unread."""
+    import shutil
+    shutil.copyfile(run_dir / 'last.pth.tar', tmp_path / 'last.pth.tar')
+    (tmp_path / 'args.yaml').write_text('lr: !!python/object/apply:os.getcwd []\n')
+    assert _push(tmp_path / 'last.pth.tar', RP_NAME, tmp_path) == 2
+    assert 'args.yaml: not a train.py args.yaml that can be read safely' in capsys.readouterr().err
+    assert not (tmp_path / 'out').exists()
+
+
+def test_the_library_speaks_in_arguments_the_command_in_flags(tmp_path, capsys):
+    from timm_pkmixer.checkpoint_file import read_checkpoint
+    from timm_pkmixer.errors import CheckpointError, InvalidArgumentError
+    from timm_pkmixer.hub import check_repo_id, write_hub_folder
+    model = timm.create_model('sw_mlp_o18_32', width=64, num_blocks=1)
+    save_file(model.state_dict(), str(tmp_path / 'w.safetensors'))
+    (tmp_path / 'file').write_text('')
+    with pytest.raises(InvalidArgumentError, match=r"^repo_id must be ORG/NAME, got 'no-org'$"):
+        check_repo_id('no-org')
+    with pytest.raises(CheckpointError, match=r'^use_ema: .*w\.safetensors holds no EMA weights'):
+        read_checkpoint(str(tmp_path / 'w.safetensors'), use_ema=True)
+    ckpt = read_checkpoint(str(tmp_path / 'w.safetensors'))
+    with pytest.raises(InvalidArgumentError, match=r'^out_dir .*file is a file'):
+        write_hub_folder(model, ckpt, str(tmp_path / 'file'), 'a/b')
+    for argv, message in ((['--use-ema'], 'pkmixer push: error: --use-ema: '),
+                          (['--out-dir', str(tmp_path / 'file')], f'pkmixer push: error: --out-dir {tmp_path / "file"} '
+                                                                   f'is a file'),
+                          (['--repo-id', 'no-org'], "pkmixer push: error: --repo-id must be ORG/NAME, got 'no-org'")):
+        opts = {'--repo-id': 'a/b', '--out-dir': str(tmp_path / 'out'), **dict(zip(argv[::2], argv[1::2] or ['']))}
+        flags = [a for k, v in opts.items() for a in ((k, v) if v else (k,))]
+        assert pkmixer(['push', str(tmp_path / 'w.safetensors'), '--model', 'sw_mlp_o18_32', '--model-kwargs',
+                        'width=64', 'num_blocks=1', *flags]) == 2
+        assert capsys.readouterr().err.startswith(message), argv
+
+
+def test_writing_the_folder_leaves_the_model_as_it_was(tmp_path):
+    from timm_pkmixer.checkpoint_file import build_validated_model, read_checkpoint
+    from timm_pkmixer.hub import write_hub_folder
+    model = randomize_(timm.create_model(RP_NAME, num_blocks=2, num_classes=3))
+    save_file(model.state_dict(), str(tmp_path / 'w.safetensors'))
+    ckpt = read_checkpoint(str(tmp_path / 'w.safetensors'))
+    checked, _ = build_validated_model(RP_NAME, ckpt, dict(num_blocks=2))
+    cfg, args, state = dict(checked.pretrained_cfg), checked.model_args, dict(checked.state_dict())
+    write_hub_folder(checked, ckpt, str(tmp_path / 'out'), 'my-org/x', license='mit')
+    assert checked.pretrained_cfg == cfg and checked.pretrained_cfg.get('license') != 'mit'
+    assert checked.model_args is args and all(torch.equal(state[k], v) for k, v in checked.state_dict().items())
+    exported = json.loads((tmp_path / 'out' / 'config.json').read_text())
+    assert exported['pretrained_cfg']['license'] == 'mit'
+    assert exported['model_args'] == checked.model_args.to_json(exclude=('drop_rate', 'proj_drop_rate',
+                                                                         'drop_path_rate'))

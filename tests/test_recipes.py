@@ -8,16 +8,9 @@ import timm
 import yaml
 
 from timm_pkmixer.catalog import summarize
-from timm_pkmixer.recipes import (
-    CIFAR_SWEEP_PAIRS,
-    IMAGENET_SWEEP_OMEGA,
-    check_recipe_keys,
-    cifar_width_sweep,
-    imagenet_width_sweep,
-    load_recipe,
-    resolve_batch_and_lr,
-)
-from timm_pkmixer.sweep import write_sweep
+from timm_pkmixer.recipes import check_recipe_keys, load_recipe, resolve_batch_and_lr
+from timm_pkmixer.sweep import experiment_points, write_sweep
+from timm_pkmixer.sweep_tables import CIFAR_SWEEP_PAIRS, IMAGENET_SWEEP_OMEGA
 from timm_pkmixer.width import mixer_omega, tokens_for_omega
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +35,7 @@ def test_train_py_args_file_lists_known_arguments():
 def test_every_recipe_key_is_a_train_py_argument(path):
     cfg = load_recipe(str(path))
     check_recipe_keys(cfg, train_py_dests(), path.name)
-    assert cfg['device_modules'] == ['timm_pkmixer']
+    assert cfg['device_modules'] == ['timm_pkmixer.replica_check']  # registers the models, checks the replicas
     if cfg['model'].startswith('local-dir:'):  # a fine-tuning recipe: the recipe says how that folder is made
         assert f"--out-dir {cfg['model'][len('local-dir:'):]}" in path.read_text() and cfg['pretrained'] is True
     else:
@@ -134,16 +127,19 @@ def test_small_data_recipes_match_the_paper():
 
 
 def test_imagenet_sweep_is_fig6d():
-    points = imagenet_width_sweep(permutation='random')
-    assert [p.model_kwargs['patch_size'] for p in points] == [7, 8, 14, 16, 28, 32]
+    points = experiment_points('imagenet/rp_mixer_b_w', permutations=['random'])
+    assert [p.coords['P'] for p in points] == [7, 8, 14, 16, 28, 32]
     for p in points:
-        assert p.C == 3 * p.model_kwargs['patch_size'] ** 2
-        assert p.S == round(tokens_for_omega(p.C, IMAGENET_SWEEP_OMEGA, 4.0))
-        err = [abs(mixer_omega(s, p.C, 4.0) - IMAGENET_SWEEP_OMEGA) for s in (p.S - 1, p.S, p.S + 1)]
+        c, s = p.coords['C'], p.coords['S']
+        assert c == 3 * p.model_kwargs['patch_size'] ** 2 == p.model_kwargs['embed_dim']
+        assert s == round(tokens_for_omega(c, IMAGENET_SWEEP_OMEGA, 4.0)) == p.model_kwargs['num_tokens']
+        err = [abs(mixer_omega(x, c, 4.0) - IMAGENET_SWEEP_OMEGA) for x in (s - 1, s, s + 1)]
         assert err[1] == min(err)  # the integer S closest to eq. S.44
         assert p.model == 'rp_mixer_b_w' and p.model_kwargs['gamma'] == 4.0
-    assert (points[3].S, points[3].C) == (196, 768)  # P = 16 is Mixer-B/16's geometry at γ = 4
-    assert [p.model for p in imagenet_width_sweep(permutation='normal')] == ['pk_mixer_b_w'] * 6
+        assert summarize(p.model, **p.model_kwargs).permutation_label == 'random'
+    assert (points[3].coords['S'], points[3].coords['C']) == (196, 768)  # P = 16 is Mixer-B/16's geometry at γ = 4
+    normal = experiment_points('imagenet/pk_mixer_b_w', permutations=['normal'])
+    assert [summarize(p.model, **p.model_kwargs).permutation_label for p in normal] == ['normal'] * 6
 
 
 def test_cifar_sweep_pairs_solve_eq_s42():
@@ -151,8 +147,9 @@ def test_cifar_sweep_pairs_solve_eq_s42():
         for c, s in pairs:
             assert s == round(tokens_for_omega(c, omega))
             assert (s, c) in pairs or (c, s) in pairs  # symmetric
-    with pytest.raises(ValueError, match='not 1000'):
-        cifar_width_sweep(1000)
+    with pytest.raises(ValueError, match=r'omega: the paper lists \(C, S\) pairs for Ω in '
+                                         r'\[262144, 2097152, 134217728\], not 1000'):
+        experiment_points('cifar10/s_mixer_fig5', omega=1000)
 
 
 def test_sweep_writes_valid_recipes_that_build_the_requested_geometry(tmp_path):
@@ -164,18 +161,20 @@ def test_sweep_writes_valid_recipes_that_build_the_requested_geometry(tmp_path):
         check_recipe_keys(cfg, dests, path.name)
         kw = cfg['model_kwargs']
         assert cfg['experiment'] == path.stem and cfg['seed'] in (0, 1)
-        assert ('perm_seed' in kw) == cfg['model'].startswith('s_mixer_rp')
+        assert ('perm_seed' in kw) == (kw.get('permutation') == 'random')
+        assert ('mask_seed' in kw) == cfg['model'].startswith('sw_mlp')
         assert cfg['lr'] == 0.02  # the base recipe's values are kept
     first = yaml.safe_load(paths[0].read_text())
     s = summarize(first['model'], **first['model_kwargs'])
-    assert (s.num_tokens, s.dim) == (173, 16) and s.width == 173 * 16
+    assert (s.num_tokens, s.dim, s.permutation_label) == (173, 16, 'random') and s.width == 173 * 16
     assert (first['model_kwargs']['perm_seed'], first['seed']) == (0, 0)
 
 
 def test_imagenet_sweep_recipes_build_on_meta(tmp_path):
     paths = write_sweep(str(RECIPES / 'imagenet' / 'rp_mixer_b_w.yaml'), str(tmp_path), permutations=('random',))
     assert [p.name for p in paths][:2] == ['rp_mixer_b_w_p7_s923_c147_seed0.yaml',
-                                           'rp_mixer_b_w_p8_s779_c192_seed0.yaml']
+                                           'rp_mixer_b_w_p7_s923_c147_seed1.yaml']
+    assert len(paths) == 6 * 3  # three seeds by default (C.5)
     for path in paths:
         cfg = yaml.safe_load(path.read_text())
         s = summarize(cfg['model'], **cfg['model_kwargs'])
@@ -186,3 +185,4 @@ def test_imagenet_sweep_recipes_build_on_meta(tmp_path):
 def test_sweep_refuses_a_model_without_a_sweep(tmp_path):
     with pytest.raises(ValueError, match="no width sweep for model 'rp_mixer_s16_224'"):
         write_sweep(str(RECIPES / 'imagenet' / 'rp_mixer_s16_224.yaml'), str(tmp_path))
+    assert not tmp_path.joinpath('sweep.json').exists()

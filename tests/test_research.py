@@ -1,4 +1,5 @@
 """`pkmixer width`, `pkmixer plot`, the effective weights of real layers and the width-trend benchmark."""
+import csv
 import json
 import os
 import subprocess
@@ -11,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from timm_pkmixer.catalog import models_near_omega, summarize
+from timm_pkmixer.catalog import list_pkmixer_models, models_near_omega, summarize
 from timm_pkmixer.cli import main
 from timm_pkmixer.description import describe_mixer
 from timm_pkmixer.layers import make_pk_mlp
@@ -78,9 +79,13 @@ def test_model_width_reads_the_models():
     assert round(bw.gamma, 2) == 4.57
     sw = summarize('sw_mlp_o18_32')
     assert (sw.width, sw.density, sw.dim, sw.width_fraction) == (724, 0.5, None, None)
-    assert [m.name for m in models_near_omega(2 ** 18)] == ['s_mixer_rp_first_s64c64_32', 's_mixer_rp_s64c64_32',
-                                                            's_mixer_s64c64_32']
-    assert [m.name for m in models_near_omega(OMEGA_B)] == ['pk_mixer_b_w', 'rp_mixer_b_w']
+    for omega, members in ((2 ** 18, {'s_mixer_s64c64_32', 's_mixer_rp_s64c64_32'}),
+                           (OMEGA_B, {'pk_mixer_b_w', 'rp_mixer_b_w'})):
+        near = [m.name for m in models_near_omega(omega)]
+        assert near == sorted(near) and members <= set(near)
+        for name in list_pkmixer_models():  # exactly the registry's Mixers within 5 % of Ω
+            d = timm.create_model(name, device='meta').describe()
+            assert (name in near) == (d.dim is not None and abs(d.omega / omega - 1) <= 0.05), name
     with pytest.raises(ValueError, match="unknown model 'mixer_b16_224'"):
         summarize('mixer_b16_224')
 
@@ -281,7 +286,7 @@ def test_width_trend_benchmark_smoke(tmp_path):
     out = tmp_path / 'trend'
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, 'benchmarks', 'width_trend.py'), '--dims', '8', '16', '--seeds', '1',
-         '--epochs', '1', '--depth', '1', '--workers', '1', '--out', str(out)],
+         '--epochs', '1', '--depth', '1', '--workers', '1', '--keep-runs', '--out', str(out)],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     with open(out / 'runs.csv') as f:
@@ -295,8 +300,13 @@ def test_width_trend_benchmark_smoke(tmp_path):
     assert [line.split(' | ')[1:4] for line in table[4:12]] == [[c, s, str(int(c) * int(s))] for c, s in pairs] * 2
     assert [line.split(' | ')[0] for line in table[17:21]] == ['| (8, 87)', '| (16, 56)', '| (56, 16)', '| (87, 8)']
     assert png_size(out / 'width_trend.png') == (1080, 342)
-    summary = read_summary(str(out / 'runs' / 'rp-smixer-c8-s87-seed0' / 'summary.csv'))
+    summary = read_summary(str(out / 'runs' / 'rp-smixer-c8-s87-seed0' / 'summary.csv'))  # kept by --keep-runs
     assert list(summary) == ['epoch', 'train_loss', 'eval_loss', 'eval_top1', 'lr'] and len(summary['epoch']) == 1
+    with open(out / 'epochs.csv') as f:  # every run's epochs, merged, long form
+        epochs = list(csv.DictReader(f))
+    assert len(epochs) == 8 and {e['epoch'] for e in epochs} == {'0'}
+    merged = next(e for e in epochs if e['run'] == 'rp-smixer-c8-s87-seed0')
+    assert float(merged['eval_loss']) == summary['eval_loss'][0]
     meta = json.loads((out / 'meta.json').read_text())
     assert meta['pairs'] == [[int(c), int(s)] for c, s in pairs] and meta['runs'] == 8 and meta['wall_seconds'] > 0
 

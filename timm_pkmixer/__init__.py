@@ -1,7 +1,9 @@
 """timm-pkmixer: the PK family of Hayase & Karakida, "Understanding MLP-Mixer as a Wide and Sparse MLP"
 (ICML 2024), as timm models. Importing this package registers ``pk_mixer_*``, ``rp_mixer_*``,
 ``s_mixer_*`` and ``sw_mlp_*`` in timm's model registry (after ``pip install`` this happens
-automatically whenever timm is imported).
+automatically whenever timm is imported). It adds registry entries and changes nothing in torch or timm: the
+data-parallel replica check and the CPU DDP fix are opt-in (``timm_pkmixer.replica_check``,
+``timm_pkmixer.cpu_ddp``).
 
 The registration needs torch and timm, so it happens as soon as timm is imported: at once if it already is,
 else right after ``import timm`` runs. Importing the package alone (as the ``pkmixer`` command does before
@@ -24,7 +26,7 @@ from .errors import (
 # public name -> submodule that defines it (imported on first access, PEP 562)
 _LAZY = {
     'ModelDescription': 'description', 'describe_mixer': 'description', 'describe_sw_mlp': 'description',
-    'check_replicas': 'distributed', 'install_ddp_replica_check': 'distributed',
+    'check_replicas': 'distributed', 'install_cpu_ddp': 'distributed', 'install_ddp_replica_check': 'distributed',
     'expand_resolution': 'expand',
     'FixedPermutation': 'layers', 'MaskedLinear': 'layers', 'PKMlp': 'layers', 'SkipLayer': 'layers',
     'make_pk_mlp': 'layers',
@@ -50,8 +52,6 @@ def __dir__() -> List[str]:
 def _register() -> None:
     """Register the models in timm's registry (their ``@register_model`` decorators run on import)."""
     from . import models  # noqa: F401
-    from .distributed import install_ddp_replica_check
-    install_ddp_replica_check()
 
 
 class _RegisterAfterTimm:

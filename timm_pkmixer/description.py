@@ -5,14 +5,16 @@ report all read :class:`ModelDescription`; none of them asks which class a model
 by its S, C, depth, hidden widths and per-block permutations; the SW-MLP by its width m, density p and γ.
 Width numbers follow §4.1: Ω = average connections per layer, m = effective width, p = Ω/(γm²).
 """
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Dict, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 from .width import optimal_width
 
-__all__ = ['ModelDescription', 'Describable', 'describe_mixer', 'describe_sw_mlp', 'permutation_label']
+__all__ = ['ModelDescription', 'Describable', 'describe_mixer', 'describe_sw_mlp', 'describe_shallow',
+           'permutation_label']
 
 _FAMILY_BY_BLOCK = {'mlp': 'MLP-Mixer', 'fc': 'S-Mixer'}
+_SHALLOW_FAMILY = {'monarch': 'Shallow Monarch', 'kronecker': 'Shallow Kronecker'}
 
 
 def permutation_label(permutation: Sequence[str]) -> str:
@@ -28,7 +30,8 @@ def permutation_label(permutation: Sequence[str]) -> str:
 class ModelDescription:
     """A model in the paper's terms. Mixers fill S, C and the per-block permutations; the SW-MLP its hidden width."""
     family: str                          # 'MLP-Mixer', 'RP S-Mixer', 'Mixed RP S-Mixer', 'SW-MLP', ...
-    block_type: str                      # 'mlp' (two FCs per mixing), 'fc' (one FC), 'sparse' (SW-MLP)
+    block_type: str                      # 'mlp' (two FCs per mixing), 'fc' (one FC), 'sparse' (SW-MLP),
+                                         # 'monarch' / 'kronecker' (shallow MLPs of Fig. 2(d))
     depth: int                           # L
     width: int                           # m (S·C for a Mixer)
     omega: float                         # Ω, average connections per layer
@@ -56,7 +59,7 @@ class ModelDescription:
     @property
     def gamma_label(self) -> str:
         """γ for a table: '1 (FC)', 'tokens/channels' for a Mixer ('1.96/4'), the SW-MLP's γ."""
-        if self.block_type == 'fc' or (self.block_type == 'sparse' and self.hidden is None):
+        if self.block_type in ('fc', *_SHALLOW_FAMILY) or (self.block_type == 'sparse' and self.hidden is None):
             return '1 (FC)'
         if self.block_type == 'sparse':
             return f'{self.gamma:.3g}'
@@ -148,3 +151,16 @@ def describe_sw_mlp(width: int, depth: int, density: float, hidden: Optional[int
     return ModelDescription(
         family='SW-MLP', block_type='sparse', depth=depth, width=width, omega=density * gamma * width ** 2,
         density=density, gamma=gamma, hidden=hidden, mask_seed=mask_seed)
+
+
+def describe_shallow(structure: str, rows: int, cols: int, depth: int) -> ModelDescription:
+    """The description of a shallow MLP of Fig. 2(d) (§3.3): `depth` n × n layers B_i, each a Monarch matrix
+    P L Pᵀ R (``structure='monarch'``, rows = cols = √n) or a Kronecker product V ⊗ W (``'kronecker'``, V rows ×
+    rows, W cols × cols), n = rows·cols.
+
+    In §4.1's terms each B_i is an S-Mixer's pair of sparse factors with S = rows, C = cols (R or I ⊗ W, then
+    P L Pᵀ or V ⊗ I, eq. 12) without the activation between them: width m = S·C, Ω = (CS² + C²S)/2 connections
+    per factor, p = (1/C + 1/S)/2, γ = 1; the product B_i itself is dense in general. The two structures have
+    the same Ω and p and differ in their independent weights per factor: S·C² (Monarch), C² (Kronecker).
+    """
+    return replace(describe_mixer(rows, cols, depth), family=_SHALLOW_FAMILY[structure], block_type=structure)

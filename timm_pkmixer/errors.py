@@ -9,7 +9,8 @@ Each class also derives from the builtin that Python code already expects at tha
 """
 
 __all__ = ['UserInputError', 'InvalidArgumentError', 'ArgumentTypeError', 'CheckpointError',
-           'CheckpointMismatchError', 'NotMaterializedError', 'MissingDependencyError', 'InputShapeError']
+           'CheckpointMismatchError', 'NotMaterializedError', 'MissingDependencyError', 'InputShapeError',
+           'ModelTooLargeError']
 
 
 class UserInputError(Exception):
@@ -48,6 +49,11 @@ class InputShapeError(UserInputError, ValueError, AssertionError):
     Also an AssertionError, as timm's own size check raises."""
 
 
+class ModelTooLargeError(InvalidArgumentError, MemoryError):
+    """Model arguments that ask for more parameter and buffer memory than the device has (refused before
+    anything is allocated; :mod:`timm_pkmixer.sizes`); the message names the arguments and the bytes needed."""
+
+
 class ArgumentValueError(InvalidArgumentError):
     """An argument's value refused, kept apart from its name so that a caller can name the argument its own way
     (the command line by its flag): `argument` (the library's name), `problem` (the message after the name) and
@@ -56,6 +62,7 @@ class ArgumentValueError(InvalidArgumentError):
     def __init__(self, argument: str, problem: str, options=()):
         super().__init__(f'{argument} {problem}')
         self.argument, self.problem, self.options = argument, problem, tuple(options)
+
 
 
 __all__ += ['ArgumentValueError']

@@ -24,48 +24,21 @@ from typing import Any, Dict, Tuple
 
 import torch
 import torch.nn as nn
-from timm.layers import get_act_layer
 
 from .errors import InvalidArgumentError
-from .layers import SkipLayer
 from .models import PKMixer, SwMlp
+from .models._common import TRAINING_ONLY_ARGS
+from .sizes import check_architecture_size
 from .validation import integer
 
-__all__ = ['architecture_args', 'expanded_model_args', 'expand_resolution', 'tile_images', 'tile_tokens']
-
-
-def _act_name(model: PKMixer) -> str:
-    act = type(model.blocks[0].mlp_tokens.act)
-    name = act.__name__.lower()
-    try:
-        if get_act_layer(name) is act:
-            return name
-    except KeyError:
-        pass
-    raise InvalidArgumentError(f'the activation {act.__name__} has no timm name: the expanded model could not be '
-                               f'recreated from its config')
-
-
-def _permutation_arg(model: PKMixer) -> Any:
-    kinds = [blk.mlp_tokens.permutation for blk in model.blocks]
-    return kinds[0] if len(set(kinds)) == 1 else kinds
+__all__ = ['architecture_args', 'expanded_model_args', 'check_expanded_size', 'expand_resolution', 'tile_images',
+           'tile_tokens']
 
 
 def architecture_args(model: PKMixer) -> Dict[str, Any]:
-    """The model arguments that recreate `model`'s architecture exactly (JSON values; no training-only rates)."""
-    if not isinstance(model.norm, nn.LayerNorm):
-        raise InvalidArgumentError('only Mixers with LayerNorm (norm_eps) can be described by their arguments')
-    d = model.describe()
-    args = dict(
-        num_classes=model.num_classes, img_size=list(model.img_size), in_chans=model.in_chans,
-        patch_size=list(model.stem.patch_size), num_blocks=len(model.blocks), embed_dim=model.embed_dim,
-        num_tokens=model.num_tokens, block_type=d.block_type, permutation=_permutation_arg(model),
-        perm_seed=model.perm_seed, skip_layer=isinstance(model.blocks[0].skip, SkipLayer), norm_eps=model.norm.eps,
-        act_layer=_act_name(model), stem_norm=not isinstance(model.stem.norm, nn.Identity),
-        global_pool=model.global_pool, tiles=model.tiles)
-    if d.block_type == 'mlp':
-        args.update(token_hidden_dim=model.token_hidden, channel_hidden_dim=model.channel_hidden)
-    return args
+    """The model arguments that recreate `model`'s architecture exactly: its record ``model.model_args`` as JSON
+    values, without the training-only rates."""
+    return model.model_args.to_json(exclude=TRAINING_ONLY_ARGS)
 
 
 def _check(model: nn.Module, factor: Any) -> int:
@@ -89,11 +62,20 @@ def expanded_model_args(model: PKMixer, factor: int) -> Dict[str, Any]:
     """The arguments of the expanded architecture: image and tokens K² times larger, token hidden K²·D_S."""
     factor = _check(model, factor)
     tiles = factor * factor
-    args = architecture_args(model)
-    args.update(img_size=[s * factor for s in model.img_size], num_tokens=model.num_tokens * tiles, tiles=factor)
-    if args['block_type'] == 'mlp':
-        args['token_hidden_dim'] = model.token_hidden * tiles
-    return args
+    args = model.model_args
+    grown = dict(img_size=[s * factor for s in args['img_size']], num_tokens=args['num_tokens'] * tiles, tiles=factor)
+    if args['token_hidden_dim'] is not None:
+        grown['token_hidden_dim'] = args['token_hidden_dim'] * tiles
+    return args.replace(**grown).to_json(exclude=TRAINING_ONLY_ARGS)
+
+
+def check_expanded_size(args: Dict[str, Any], factor: int, device: torch.device, dtype: torch.dtype) -> int:
+    """Refuse, naming `factor`, an expansion whose model and new weights (two copies) would not fit in `device`'s
+    memory (:mod:`timm_pkmixer.sizes`), before anything is allocated; returns the bytes it needs."""
+    img = args['img_size']
+    return check_architecture_size(
+        args, device=device, dtype=dtype, cause=f'factor={factor} (images {img[0]}×{img[1]}, {args["num_tokens"]} '
+        f'tokens)', copies=2, what='the expanded model', advice='Use a smaller factor.')
 
 
 def _block_diagonal(source: torch.Tensor, tiles: int) -> torch.Tensor:
@@ -118,6 +100,7 @@ def expand_resolution(model: PKMixer, factor: int) -> PKMixer:
     args = expanded_model_args(model, factor)
     tiles = factor * factor
     ref = next(model.parameters())
+    check_expanded_size(args, factor, ref.device, ref.dtype)
     cfg = getattr(model, 'pretrained_cfg', None) or {}
     architecture = cfg.get('architecture')
     if architecture:

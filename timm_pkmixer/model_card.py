@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from timm.models._hub import generate_readme
-
+from ._timm import generate_readme
 from .catalog import summarize
 
 __all__ = ['PAPER_ARXIV', 'PAPER_BIBTEX', 'RunMetrics', 'read_run_metrics', 'build_model_card', 'render_model_card']
@@ -39,6 +38,15 @@ class RunMetrics:
     top5: Optional[float]
     epoch: int
     ema: bool            # the numbers are those of the EMA weights
+
+
+def _article(phrase: str) -> str:
+    """'A' or 'An' before `phrase`, by its sound: an initialism (MLP, RP, S-Mixer, SW-MLP) by its first letter's
+    name ('an S-Mixer'), a word by its first letter ('a Shallow Monarch', 'a Mixed RP S-Mixer')."""
+    first = phrase.split()[0].split('-')[0]
+    if first.isupper():  # an initialism, read letter by letter
+        return 'An' if first[0] in 'AEFHILMNORSX' else 'A'
+    return 'An' if first[0].lower() in 'aeiou' else 'A'
 
 
 def read_run_metrics(
@@ -151,7 +159,8 @@ def build_model_card(
     how = ('expanded from a trained model to a larger image size, for fine-tuning (MLP-Mixer App. C)'
            if expanded_from else 'trained with timm')
     description = (
-        f'An {s.family} of the PK family of Hayase & Karakida, "{PAPER_TITLE}" (ICML 2024, arXiv:{PAPER_ARXIV}), '
+        f'{_article(s.family)} {s.family} of the PK family of Hayase & Karakida, "{PAPER_TITLE}" '
+        f'(ICML 2024, arXiv:{PAPER_ARXIV}), '
         f'{how}. The architecture comes from '
         f'[timm-pkmixer](https://pypi.org/project/timm-pkmixer/), which registers it in timm.')
     return {

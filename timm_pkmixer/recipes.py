@@ -1,4 +1,6 @@
-"""Training recipes for timm's train.py: loading, the effective batch and learning rate, and width sweeps.
+"""Training recipes for timm's train.py: finding, loading and checking them, and the effective batch and lr.
+
+The paper's sweep tables live with the sweeps (:mod:`timm_pkmixer.sweep_tables`).
 
 A recipe is a YAML file for ``train.py --config``: its keys are train.py argument names (``dest``s such as
 ``batch_size``, ``model_kwargs``). train.py turns the keys into parser defaults, so command-line flags still
@@ -7,29 +9,17 @@ override them, and it accepts unknown keys *silently*; :func:`check_recipe_keys`
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Sequence, Tuple
+from typing import Any, Dict, Iterable, List
 
 import yaml
 
-from .errors import InvalidArgumentError, UserInputError
+from .errors import UserInputError
 from .validation import positive_int
-from .width import patch_sweep
 
 __all__ = [
     'RecipeError', 'RecipeInfo', 'recipe_root', 'list_recipes', 'resolve_recipe', 'load_recipe', 'check_recipe_keys',
     'BatchAndLr', 'resolve_batch_and_lr',
-    'SweepPoint', 'imagenet_width_sweep', 'cifar_width_sweep', 'IMAGENET_SWEEP_OMEGA', 'IMAGENET_SWEEP_PATCHES',
-    'CIFAR_SWEEP_PAIRS',
 ]
-
-IMAGENET_SWEEP_OMEGA = 290217984  # γ(768²·196 + 768·196²)/2 with γ = 4: Mixer-B/16's Ω (C.5)
-IMAGENET_SWEEP_PATCHES = (7, 8, 14, 16, 28, 32)
-# C.4 (i): the (C, S) pairs of the S-Mixer sweeps, as printed in the paper.
-CIFAR_SWEEP_PAIRS: Dict[int, Tuple[Tuple[int, int], ...]] = {
-    2 ** 18: ((16, 173), (32, 113), (48, 83), (83, 48), (113, 32), (173, 16)),
-    2 ** 21: ((16, 504), (32, 346), (64, 226), (226, 64), (346, 32), (504, 16)),
-    2 ** 27: ((128, 1386), (256, 904), (904, 256), (1386, 128)),
-}
 
 
 class RecipeError(UserInputError, ValueError):
@@ -144,35 +134,3 @@ def resolve_batch_and_lr(cfg: Dict[str, Any], world_size: int) -> BatchAndLr:
         ratio = math.sqrt(ratio)
     return BatchAndLr(b, world_size, accum, global_batch, base * ratio,
                       f'lr_base {base:g} × ({global_batch}/{base_size:g})' + ('^½' if scale == 'sqrt' else ''))
-
-
-@dataclass(frozen=True)
-class SweepPoint:
-    name: str
-    model: str
-    model_kwargs: Dict[str, Any]
-    S: int
-    C: int
-
-
-def imagenet_width_sweep(patches: Sequence[int] = IMAGENET_SWEEP_PATCHES, omega: int = IMAGENET_SWEEP_OMEGA,
-                         gamma: float = 4., permutation: str = 'random') -> List[SweepPoint]:
-    """Fig. 6 (d): MLP-Mixers with L = 8, C = 3P², S from eq. S.44 at fixed Ω (C.5), 224 px."""
-    family = 'rp_mixer' if permutation == 'random' else 'pk_mixer'
-    for p in patches:
-        if 224 % p:
-            raise InvalidArgumentError(f'patch size {p} does not divide the 224 px image')
-    return [SweepPoint(f'{family}_b_w_p{pt.patch}_s{pt.num_tokens}_c{pt.dim}', f'{family}_b_w',
-                       dict(patch_size=pt.patch, embed_dim=pt.dim, num_tokens=pt.num_tokens, gamma=gamma),
-                       pt.num_tokens, pt.dim)
-            for pt in patch_sweep(omega, gamma, patches)]
-
-
-def cifar_width_sweep(omega: int = 2 ** 18, permutation: str = 'random') -> List[SweepPoint]:
-    """Fig. 5 / 6 (a–c): S-Mixers (L = 8, P = 4, γ = 1, skip layer) at the C.4 (C, S) pairs of Ω."""
-    if omega not in CIFAR_SWEEP_PAIRS:
-        raise InvalidArgumentError(f'the paper lists (C, S) pairs for Ω in {sorted(CIFAR_SWEEP_PAIRS)}, not {omega}')
-    model = 's_mixer_rp_s64c64_32' if permutation == 'random' else 's_mixer_s64c64_32'
-    family = 's_mixer_rp' if permutation == 'random' else 's_mixer'
-    return [SweepPoint(f'{family}_s{s}c{c}', model, dict(num_tokens=s, embed_dim=c), s, c)
-            for c, s in CIFAR_SWEEP_PAIRS[omega]]

@@ -97,24 +97,24 @@ def choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
     return value
 
 
-def _pair(name: str, value: Any, check: Callable[[str, Any], T]) -> Tuple[T, T]:
+def _pair(name: str, value: Any, check: Callable[[str, Any], T], meaning: str) -> Tuple[T, T]:
     if isinstance(value, (tuple, list)):
         if len(value) != 2:
-            raise InvalidArgumentError(f'{name} must be one value or a pair (height, width), got {len(value)} '
+            raise InvalidArgumentError(f'{name} must be one value or a pair {meaning}, got {len(value)} '
                                        f'values {tuple(value)!r}')
         return check(f'{name}[0]', value[0]), check(f'{name}[1]', value[1])
     v = check(name, value)
     return v, v
 
 
-def int_pair(name: str, value: Any) -> Tuple[int, int]:
-    """A positive integer or a pair of them (image and patch sizes)."""
-    return _pair(name, value, positive_int)
+def int_pair(name: str, value: Any, meaning: str = '(height, width)') -> Tuple[int, int]:
+    """A positive integer or a pair of them (image and patch sizes); `meaning` names the pair in messages."""
+    return _pair(name, value, positive_int, meaning)
 
 
-def real_pair(name: str, value: Any) -> Tuple[float, float]:
-    """A positive number or a pair of them (token and channel ratios)."""
-    return _pair(name, value, positive_real)
+def real_pair(name: str, value: Any, meaning: str = '(tokens, channels)') -> Tuple[float, float]:
+    """A positive number or a pair of them (token and channel ratios); `meaning` names the pair in messages."""
+    return _pair(name, value, positive_real, meaning)
 
 
 def optional(check: Callable[..., T], name: str, value: Any, *args: Any) -> Optional[T]:

@@ -2,12 +2,14 @@
 import argparse
 import ast
 import contextlib
+from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, Mapping, Sequence
 
-from ..errors import ArgumentValueError, InvalidArgumentError
+from ..errors import ArgumentValueError, InvalidArgumentError, UserInputError
 from ..validation import cli_type, positive_int, positive_real
 
-__all__ = ['ParseKwargs', 'add_command', 'flag_names', 'add_model_options', 'add_width_options', 'POSITIVE_INT',
+__all__ = ['ParseKwargs', 'add_command', 'add_model_options', 'add_width_options', 'in_flag_terms', 'flag_names',
+           'POSITIVE_INT',
            'POSITIVE_REAL']
 
 POSITIVE_INT = cli_type(positive_int)
@@ -30,6 +32,20 @@ class ParseKwargs(argparse.Action):
             except (ValueError, SyntaxError):
                 kwargs[key] = text  # a plain string, as timm's ParseKwargs reads it
         setattr(namespace, self.dest, kwargs)
+
+
+@contextmanager
+def in_flag_terms(**flags: str) -> Iterator[None]:
+    """Re-raise a library error that starts with an argument's name in the terms of the command's option
+    (``repo_id must be …`` → ``--repo-id must be …``): the library speaks in arguments, the command in flags."""
+    try:
+        yield
+    except UserInputError as e:
+        message = str(e)
+        for name, flag in flags.items():
+            if message.startswith((f'{name} ', f'{name}:')):
+                raise type(e)(flag + message[len(name):]) from e
+        raise
 
 
 def add_command(subparsers: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int],

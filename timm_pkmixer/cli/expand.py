@@ -6,18 +6,20 @@ import sys
 from pathlib import Path
 
 from ..validation import cli_type, integer
-from ._common import add_command, add_model_options
+from ._common import add_command, add_model_options, in_flag_terms
+from .push import FLAGS
 
 __all__ = ['add_commands']
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..expand import expand_resolution, expanded_model_args
-    from ..hub import build_validated_model, check_repo_id, read_checkpoint, write_hub_folder
-    repo_id = check_repo_id(args.repo_id or f'your-org/{Path(args.out_dir).name}')
-    ckpt = read_checkpoint(args.checkpoint, use_ema=args.use_ema)
-    model, build_kwargs = build_validated_model(args.model, ckpt, args.model_kwargs)
-    expanded_args = expanded_model_args(model, args.factor)
+    from ..checkpoint_file import build_validated_model, read_checkpoint
+    from ..expand import expand_resolution
+    from ..hub import check_repo_id, write_hub_folder
+    with in_flag_terms(**FLAGS):
+        repo_id = check_repo_id(args.repo_id or f'your-org/{Path(args.out_dir).name}')
+        ckpt = read_checkpoint(args.checkpoint, use_ema=args.use_ema)
+        model, build_kwargs = build_validated_model(args.model, ckpt, args.model_kwargs)
     expanded = expand_resolution(model, args.factor)
     k, d = args.factor, model.describe()
     c, h, w = model.pretrained_cfg['input_size']
@@ -30,8 +32,8 @@ def run(args: argparse.Namespace) -> int:
               'weights': Path(args.checkpoint).name, 'factor': f'{k} (images {h}×{w} → {k * h}×{k * w})',
               'how': how, 'exactness': f'on an image of {k}×{k} tiles of the original size, every tile gets exactly '
                                       f"the original model's tokens"}
-    folder = write_hub_folder(expanded, expanded_args, ckpt, args.out_dir, repo_id, license=args.license,
-                              expanded_from=origin)
+    with in_flag_terms(**FLAGS):
+        folder = write_hub_folder(expanded, ckpt, args.out_dir, repo_id, license=args.license, expanded_from=origin)
     for note in folder.notes:
         print(f'note: {note}', file=sys.stderr)
     for name in folder.files:

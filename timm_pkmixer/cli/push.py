@@ -4,19 +4,24 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ._common import add_command, add_model_options
+from ._common import add_command, add_model_options, in_flag_terms
 
 __all__ = ['add_commands']
 
+FLAGS = dict(repo_id='--repo-id', use_ema='--use-ema', out_dir='--out-dir')  # the library's argument → option
+
 
 def run(args: argparse.Namespace) -> int:
-    from ..hub import build_validated_model, check_repo_id, read_checkpoint, upload_to_hub, write_hub_folder
-    check_repo_id(args.repo_id)
-    ckpt = read_checkpoint(args.checkpoint, use_ema=args.use_ema)
-    model, build_kwargs = build_validated_model(args.model, ckpt, args.model_kwargs)
+    from ..checkpoint_file import build_validated_model, read_checkpoint
+    from ..hub import check_repo_id, upload_to_hub, write_hub_folder
+    with in_flag_terms(**FLAGS):
+        check_repo_id(args.repo_id)
+        ckpt = read_checkpoint(args.checkpoint, use_ema=args.use_ema)
+        model, _ = build_validated_model(args.model, ckpt, args.model_kwargs)
     with tempfile.TemporaryDirectory() as tmp:
-        folder = write_hub_folder(model, build_kwargs, ckpt, args.out_dir or str(Path(tmp) / 'upload'),
-                                  args.repo_id, license=args.license, datasets=args.dataset)
+        with in_flag_terms(**FLAGS):
+            folder = write_hub_folder(model, ckpt, args.out_dir or str(Path(tmp) / 'upload'), args.repo_id,
+                                      license=args.license, datasets=args.dataset)
         for note in folder.notes:
             print(f'note: {note}', file=sys.stderr)
         for name in folder.files:

@@ -1,5 +1,6 @@
-"""`pkmixer report RUN_DIR… --out-dir D`: train.py run folders into the paper's table and figures."""
+"""`pkmixer report RUN_DIR… --out-dir D`: train.py runs into the paper's table and figures."""
 import argparse
+import sys
 
 from ._common import add_command
 
@@ -8,19 +9,29 @@ __all__ = ['add_commands']
 
 def run(args: argparse.Namespace) -> int:
     from ..report import build_report, write_report
-    report = build_report(args.runs)
-    files = write_report(report, args.out_dir, figures=not args.no_figures)
+    report = build_report(args.runs, args.experiment)
+    files, skipped = write_report(report, args.out_dir, figures=not args.no_figures)
     runs = sum(len(p.runs) for p in report.points)
-    print(f'{runs} finished runs in {len(report.points)} points, {len(report.unfinished)} unfinished, '
-          f'{len(report.conflicts)} disagreements; wrote {", ".join(str(f) for f in files)}')
+    print(f'{report.experiment}: {runs} runs averaged in {len(report.points)} groups, {len(report.listed)} listed '
+          f'(not averaged), {len(report.unreadable)} unreadable folders; wrote {", ".join(str(f) for f in files)}')
+    for name, why in report.unreadable:
+        print(f'{args.prog}: cannot read {name}: {why}', file=sys.stderr)
+    if skipped:
+        print(f'{args.prog}: figures not drawn: {skipped}', file=sys.stderr)
     return 0
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    from ..report import EXPERIMENTS
     p = add_command(subparsers, 'report', run,
-                    help="train.py run folders → report.csv, report.md and the paper's figures",
-                    description='Read timm train.py run folders (args.yaml + summary.csv), group the runs by point '
-                                'across seeds and write report.csv, report.md and one figure per experiment.')
-    p.add_argument('runs', nargs='+', help='run folders, or folders that contain them (searched for args.yaml)')
+                    help="train.py runs → report.csv, report.md, epochs.csv and the paper's figures",
+                    description='Read timm train.py run folders (args.yaml + summary.csv, named anything, resumed or '
+                                'stopped short), group the runs whose arguments agree on everything but the seed, '
+                                'and write report.csv, report.md, epochs.csv (every run, every epoch) and the '
+                                "experiment's figure. Runs that are not measurements are listed with the reason.")
+    p.add_argument('runs', nargs='+', help='run folders, folders that contain them (searched for args.yaml), or an '
+                                           'epochs.csv written by an earlier report')
     p.add_argument('--out-dir', required=True, help='where the report goes')
+    p.add_argument('--experiment', choices=EXPERIMENTS, default=None,
+                   help='name the experiment (default: from what varies between the groups)')
     p.add_argument('--no-figures', action='store_true', help='write the tables only (no matplotlib needed)')

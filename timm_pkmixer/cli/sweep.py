@@ -1,6 +1,8 @@
 """`pkmixer sweep`: one train.py recipe per point of one of the paper's experiments, and per seed."""
 import argparse
+import re
 import shlex
+from pathlib import Path
 
 from ._common import POSITIVE_INT, POSITIVE_REAL, ParseKwargs, add_command
 
@@ -8,32 +10,58 @@ __all__ = ['add_commands']
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..sweep import write_sweep
-    paths = write_sweep(args.recipe, args.out_dir, args.permutation, args.seeds, args.omega, args.experiment,
-                        args.model_kwargs, args.gamma, args.dims)
+    from ..errors import InvalidArgumentError
+    from ..sweep import SWEEP_EXPLAINED, SWEEP_RECORD, explain, plan_sweep, write_sweep
+    options = dict(experiment=args.experiment, permutations=args.permutation, seeds=args.seeds, omega=args.omega,
+                   model_kwargs=args.model_kwargs, gamma=args.gamma, dims=args.dims, figure=args.figure)
+    try:
+        if args.explain:
+            print(explain(plan_sweep(args.recipe, **options)), end='')
+            if not args.out_dir:
+                return 0
+        if not args.out_dir:
+            raise InvalidArgumentError('--out-dir is required (or --explain alone to print the settings)')
+        paths = write_sweep(args.recipe, args.out_dir, add=args.add, **options)
+    except InvalidArgumentError as e:  # the library speaks in argument names; here they are flags
+        message = str(e)
+        for name, flag in (('add=True', '--add'), ('model_kwargs', '--model-kwargs'), ('permutations', '--permutation'),
+                           ('out_dir', '--out-dir'), ('seeds', '--seeds'), ('omega', '--omega'), ('gamma', '--gamma'),
+                           ('dims', '--dims'), ('figure', '--figure')):
+            message = re.sub(rf'(?<![\w-]){re.escape(name)}(?![\w])', flag, message)
+        raise InvalidArgumentError(message) from e
     print(f'# {len(paths)} recipes in {args.out_dir}; run each with (add --data-dir … where the data lives):')
     for p in paths:
         print(f'pkmixer train {shlex.quote(str(p))}')
+    print(f'# every setting with its value and source: {Path(args.out_dir) / SWEEP_EXPLAINED} (and {SWEEP_RECORD})')
     return 0
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     from ..sweep import EXPERIMENTS
+    from ..sweep_tables import FIGURES
     p = add_command(subparsers, 'sweep', run,
                     help="write one train.py recipe per point (and seed) of one of the paper's experiments",
                     description="Write one train.py recipe per point and seed of one of the paper's experiments: "
-                                'width (Fig. 5, 6), depth (Fig. 7), rp-block (Fig. S.4), gamma (Fig. S.3), '
-                                'patch (Fig. S.5).')
+                                'width (Fig. 4 left, 5, 6, S.2, S.6), depth (Fig. 7), rp-block (Fig. S.4), gamma '
+                                '(Fig. S.3), patch (Fig. S.5). The figure comes from the recipe\'s `# figure:` lines '
+                                'or --figure; --explain lists every setting with its value and source.')
     p.add_argument('recipe', help='base recipe: a file or a packaged name, e.g. cifar10/s_mixer_fig7')
-    p.add_argument('--experiment', choices=EXPERIMENTS, default='width', help='which experiment (default: width)')
-    p.add_argument('--out-dir', required=True, help='folder for the generated recipes')
-    p.add_argument('--permutation', nargs='+', choices=('random', 'normal'), default=['random', 'normal'],
-                   help='RP and/or normal Mixers (default: both, as in the paper)')
-    p.add_argument('--seeds', nargs='+', type=int, default=[0], help='training (and permutation / mask) seeds')
+    p.add_argument('--experiment', choices=EXPERIMENTS, default=None,
+                   help="which experiment (default: the figure's, else width)")
+    p.add_argument('--figure', choices=list(FIGURES), default=None,
+                   help="which figure's sweep (default: the recipe's `# figure:` line for the experiment)")
+    p.add_argument('--out-dir', default=None, help='folder for the generated recipes (a new one, or --add)')
+    p.add_argument('--add', action='store_true', help='add to a folder that already holds a sweep')
+    p.add_argument('--explain', action='store_true', help='print every setting, its value and its source')
+    p.add_argument('--permutation', nargs='+', choices=('random', 'normal'), default=None,
+                   help='RP and/or normal Mixers (default: both, as in the paper; not for rp-block)')
+    p.add_argument('--seeds', nargs='+', type=int, default=None,
+                   help="distinct training (and permutation / mask) seeds in 0 … 2^32 − 1 (default: as many as the "
+                        "paper trains for the figure, from 0)")
     p.add_argument('--omega', type=POSITIVE_INT, default=None,
-                   help='Ω of the width sweep (2^18 = 262144 by default) or of the gamma sweep (2^20)')
-    p.add_argument('--gamma', type=POSITIVE_REAL, default=None, help='γ of an MLP-Mixer width sweep (D.2; default 4)')
+                   help='Ω of a width sweep at a choice of Ω (C.4 pairs: 2^18, 2^21, 2^27; D.2) or of the gamma sweep')
+    p.add_argument('--gamma', type=POSITIVE_REAL, default=None, help='γ of an MLP-Mixer width sweep (D.2; Fig. 4)')
     p.add_argument('--dims', type=POSITIVE_INT, nargs='+', default=None,
-                   help='channels C of an MLP-Mixer width sweep (default D.2\'s 16 32 48 64 83 113 173)')
+                   help='channels C of an MLP-Mixer width sweep or of Fig. S.6')
     p.add_argument('--model-kwargs', nargs='*', default={}, action=ParseKwargs,
                    help='model arguments added to the base recipe, e.g. num_tokens=64 embed_dim=64 num_blocks=4')

@@ -55,7 +55,7 @@ GATHER_TABLE: Dict[Tuple[str, str], str] = {
 def _fresh(x: torch.Tensor, out_shape: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
     """An uninitialised (B, *out_shape) output and its flat (B, m) view to write into."""
     out = x.new_empty((x.shape[0], *out_shape))
-    return out, out.view(x.shape[0], -1)
+    return out, out.view(x.shape[0], x.shape[1])  # m, not -1: a batch of 0 is a (0, m) view too
 
 
 # ---------------------------------------------------------------- backends: index_select, gather
@@ -90,7 +90,7 @@ def _differentiable(kernel: Callable) -> Type[torch.autograd.Function]:
         @staticmethod
         def backward(ctx, grad: torch.Tensor):
             index, inverse = ctx.saved_tensors
-            grad = grad.reshape(grad.shape[0], -1)
+            grad = grad.reshape(grad.shape[0], index.shape[0])
             if torch.is_grad_enabled():  # create_graph=True: the backward gather is differentiable too
                 return Gather.apply(grad, inverse, index, (grad.shape[1],)), None, None, None
             return kernel(grad, inverse, (grad.shape[1],)), None, None, None
@@ -156,6 +156,8 @@ def tuned_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor,
                  out_shape: Sequence[int]) -> torch.Tensor:
     """index_select or expanded gather, whichever was faster when this case (device, dtype, B, m, threads)
     was first seen. Both compute the same values; only the time differs."""
+    if x.shape[0] == 0:  # an empty batch: nothing to time
+        return index_select_gather(x, index, inverse, out_shape)
     key = (x.device, x.dtype, x.shape[0], x.shape[1], torch.get_num_threads())
     name = _TUNED.get(key)
     if name is None:
@@ -189,7 +191,7 @@ def _permute_setup_context(ctx, inputs, output) -> None:
 
 def _permute_backward(ctx, grad: torch.Tensor):
     index, inverse = ctx.saved_tensors
-    grad = grad.reshape(grad.shape[0], -1).contiguous()
+    grad = grad.reshape(grad.shape[0], index.shape[0]).contiguous()
     return _permute_op(grad, inverse, index, [grad.shape[1]]), None, None, None
 
 

@@ -8,11 +8,14 @@ represented in the state dict by one int64 digest. :class:`DerivedStructure` is 
   (:meth:`~DerivedStructure.check_state`), which also finds the seed a mismatching checkpoint was made with;
 * (re)computing the buffers (:meth:`~DerivedStructure.init_non_persistent_buffers`, timm's convention), also
   after a meta-device model is materialised with ``to_empty`` or loaded with ``load_state_dict(assign=True)``,
-  and a clear error when a materialised model's buffers were never computed;
+  and a clear error when a materialised model's buffers were never computed: built on the meta device, moved
+  there (``model.to('meta')``) or passed through ``to_empty()``, a layer knows its buffers hold no values and
+  refuses to run until they are recomputed (it never gathers with uninitialised indices);
 * a fingerprint item for comparing replicas across data-parallel ranks.
 """
 import hashlib
 import time
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -20,7 +23,7 @@ import torch
 
 from ..errors import NotMaterializedError
 
-__all__ = ['DerivedStructure', 'hashed_uniform_keys', 'structure_digest', 'SEED_SEARCH_LIMIT']
+__all__ = ['DerivedStructure', 'StructureProblem', 'hashed_uniform_keys', 'structure_digest', 'SEED_SEARCH_LIMIT']
 
 SEED_SEARCH_LIMIT = 256       # seeds 0..255 are tried to name the seed of a mismatching checkpoint
 _SEED_SEARCH_BUDGET_S = 5.0   # ... for at most this long
@@ -55,6 +58,21 @@ def structure_digest(array: np.ndarray) -> int:
     """64-bit blake2b fingerprint of an array's bytes, as a signed int64 (it fits a torch buffer)."""
     raw = hashlib.blake2b(np.ascontiguousarray(array).tobytes(), digest_size=8).digest()
     return int.from_bytes(raw, 'little', signed=True)
+
+
+@dataclass(frozen=True)
+class StructureProblem:
+    """One problem of a state dict for one structured layer, as a value: the checkpoint check groups and formats
+    them (``models/_checkpoint.py``), ``load_state_dict`` reports their messages."""
+    key: str                      # the state-dict key at fault
+    kind: str                     # 'digest' (another seed or structure), 'dtype', 'type', 'shape', 'explicit'
+    message: str                  # the sentence, naming the key
+    seed: Optional[int] = None    # kind 'digest': the seed the checkpoint was made with, when found
+
+
+def _is_to_empty(fn: Any) -> bool:
+    """Whether an ``_apply`` function is ``nn.Module.to_empty``'s (new tensors of uninitialised memory)."""
+    return getattr(fn, '__qualname__', '').startswith('Module.to_empty.')
 
 
 class DerivedStructure:
@@ -98,6 +116,15 @@ class DerivedStructure:
 
     # ------------------------------------------------------------ shared
 
+    def _apply(self, fn, recurse: bool = True):
+        """nn.Module._apply (``to``, ``cuda``, ``half``, ``to_empty``, …) that notes when the derived buffers lose
+        their values: on the meta device, or after ``to_empty()`` (torch's own function: uninitialised memory).
+        Moves between real devices copy the values and keep the layer usable."""
+        result = super()._apply(fn, recurse)
+        if self._buffers_on_meta() or _is_to_empty(fn):
+            self._materialized = False
+        return result
+
     def expected_digest(self) -> int:
         if self._digest is None:
             self._digest = self._derive_digest(self.seed)
@@ -121,10 +148,10 @@ class DerivedStructure:
         """Raise unless the derived buffers hold the structure (or are on meta: shapes only, nothing computed)."""
         if not self._materialized and not self._buffers_on_meta():
             raise NotMaterializedError(
-                f'the {self.what} buffers of this layer ({self.key}) were never computed: the model was built on '
-                f'the meta device and then materialised with to_empty(). Call model.init_non_persistent_buffers() '
-                f'(or model.init_weights()) after to_empty(), or load a checkpoint with '
-                f'load_state_dict(sd, assign=True).')
+                f'the {self.what} buffers of this layer ({self.key}) were never computed on this device: the model '
+                f'was built on or moved to the meta device, or went through to_empty(), which keep no values. '
+                f'Call model.init_non_persistent_buffers() (or model.init_weights()) after to_empty(), or load a '
+                f'checkpoint with load_state_dict(sd, assign=True).')
 
     def find_seed(self, digest: int, limit: int = SEED_SEARCH_LIMIT) -> Optional[int]:
         """The seed in 0..limit-1 whose structure has `digest` (None if none does, within a few seconds)."""
@@ -136,7 +163,8 @@ class DerivedStructure:
                 return None
         return None
 
-    def check_state(self, state_dict: Dict[str, Any], prefix: str, name_seed: bool = True) -> List[str]:
+    def check_state(self, state_dict: Dict[str, Any], prefix: str, name_seed: bool = True
+                    ) -> List[StructureProblem]:
         """Problems of `state_dict` for this layer (at `prefix`), each naming the key; [] if it fits.
 
         Args:
@@ -150,20 +178,23 @@ class DerivedStructure:
         if self.explicit_name and explicit_key in state_dict:
             problem = self._check_explicit(state_dict[explicit_key], explicit_key)
             if problem:
-                problems.append(problem)
+                problems.append(StructureProblem(explicit_key, 'explicit', problem))
         key = prefix + self.digest_name
         if key not in state_dict:
             return problems
         got = state_dict[key]
         if not isinstance(got, torch.Tensor):
-            return problems + [f'{key} is a {type(got).__name__}, not an int64 {self.what} digest']
+            return problems + [StructureProblem(key, 'type', f'{key} is a {type(got).__name__}, not an int64 '
+                                                             f'{self.what} digest')]
         if got.is_floating_point() or got.is_complex() or got.dtype == torch.bool:
-            return problems + [
+            return problems + [StructureProblem(
+                key, 'dtype',
                 f'{key} has dtype {got.dtype}, not int64: the state dict was cast to another dtype, which '
                 f'destroys {self.what} digests. Cast only floating-point tensors (model.half() and '
-                f'model.to(torch.bfloat16) do that)']
+                f'model.to(torch.bfloat16) do that)')]
         if got.numel() != 1:
-            return problems + [f'{key} has shape {tuple(got.shape)}: a {self.what} digest is one int64']
+            return problems + [StructureProblem(key, 'shape', f'{key} has shape {tuple(got.shape)}: a {self.what} '
+                                                              f'digest is one int64')]
         if got.is_meta:
             return problems
         value = int(got.reshape(-1)[0])
@@ -171,17 +202,19 @@ class DerivedStructure:
             return problems
         seed = self.find_seed(value) if name_seed else None
         if seed is not None:
-            problems.append(
+            problems.append(StructureProblem(
+                key, 'digest', seed=seed, message=
                 f'{key}: {self.what} digest {value} != {self.expected_digest()} expected for '
                 f'{self.seed_arg}={self.seed}: the checkpoint was made with another {self.what} seed, '
                 f'{self.seed_arg}={seed}. Build the model with {self.seed_arg}={seed} '
-                f'(timm scripts: --model-kwargs {self.seed_arg}={seed})')
+                f'(timm scripts: --model-kwargs {self.seed_arg}={seed})'))
         else:
             searched = f' (not one of 0..{SEED_SEARCH_LIMIT - 1})' if name_seed else ''
-            problems.append(
+            problems.append(StructureProblem(
+                key, 'digest', message=
                 f'{key}: {self.what} digest {value} != {self.expected_digest()} expected for '
                 f'{self.seed_arg}={self.seed}; the checkpoint was made with another {self.what} seed{searched} '
-                f'or architecture, or is corrupted')
+                f'or architecture, or is corrupted'))
         return problems
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
@@ -190,7 +223,7 @@ class DerivedStructure:
         if self.explicit_name:
             state_dict.pop(prefix + self.explicit_name, None)  # checked above, never adopted
         if problems:
-            error_msgs.extend(problems)
+            error_msgs.extend(p.message for p in problems)
             return
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)

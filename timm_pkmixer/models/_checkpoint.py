@@ -13,24 +13,33 @@ It refuses, with one :class:`~timm_pkmixer.errors.CheckpointMismatchError` that 
 
 The classifier may differ (timm drops it when ``num_classes`` changes) and so may the input channels of the
 first conv (timm adapts them) when ``pretrained_cfg_may_adapt`` is set.
+
+Which file: through timm's pretrained loading (``create_model(…, pretrained=True)``, also with
+``pretrained_cfg_overlay=dict(file=…)``) the error starts with the file, folder, Hub id or url the weights came
+from (:func:`weights_source`). ``timm.models.load_checkpoint(model, path)`` hands ``load_state_dict`` the tensors
+alone, so its error cannot name the file. A file timm cannot read at all (empty, truncated, text, a pickle of
+something that is no dict) fails inside timm's reader (``timm.models.load_state_dict``: safetensors'
+``SafetensorError``, ``EOFError``, ``OSError``, ``KeyError``, ``AttributeError``), before any code of this package
+runs; ``pkmixer push`` / ``pkmixer expand`` read files with :func:`timm_pkmixer.hub.read_checkpoint`, which names
+the file.
 """
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn as nn
 
 from ..errors import CheckpointMismatchError
-from ..layers.structure import DerivedStructure
+from ..layers.structure import DerivedStructure, StructureProblem
 
-__all__ = ['check_state_dict', 'checkpoint_filter_fn', 'describe_state_dict']
+__all__ = ['check_state_dict', 'checkpoint_filter_fn', 'describe_state_dict', 'weights_source']
 
 _BLOCK = re.compile(r'^blocks\.(\d+)\.')
 
 
 def describe_state_dict(state_dict: Dict[str, torch.Tensor]) -> str:
     """'S=…, C=…, L=…' of a Mixer state dict, 'm=…, L=…' of an SW-MLP one, '' if neither can be read."""
-    depth = 1 + max((int(m.group(1)) for m in map(_BLOCK.match, state_dict) if m), default=-1)
+    depth = _depth(state_dict)
     norm = state_dict.get('norm.weight')
     if depth == 0 or not isinstance(norm, torch.Tensor) or norm.dim() != 1:
         return ''
@@ -39,6 +48,11 @@ def describe_state_dict(state_dict: Dict[str, torch.Tensor]) -> str:
     if isinstance(token_out, torch.Tensor):
         return f'S={int(token_out.shape[0])}, C={int(norm.shape[0])}, L={depth}'
     return f'm={int(norm.shape[0])}, L={depth}'
+
+
+def _depth(state_dict: Dict[str, torch.Tensor]) -> int:
+    """1 + the highest block index of a state dict's keys (0 if it has no blocks)."""
+    return 1 + max((int(m.group(1)) for m in map(_BLOCK.match, state_dict) if m), default=-1)
 
 
 def _model_desc(model: nn.Module) -> str:
@@ -133,10 +147,25 @@ def check_state_dict(
     model_structure_keys = {p + n for p in layers for n in names}
     ckpt_structure_keys = {k for k in state_dict if k.rsplit('.', 1)[-1] in names}
 
+    model_depth = len(model.blocks) if isinstance(getattr(model, 'blocks', None), nn.Module) else None
+    ckpt_depth = _depth(state_dict)
+    other_depth = model_depth is not None and ckpt_depth > 0 and ckpt_depth != model_depth
+
+    def in_both(prefix: str) -> bool:  # a block both have (per-block messages speak of no other)
+        m = _BLOCK.match(prefix)
+        return not other_depth or m is None or int(m.group(1)) < min(ckpt_depth, model_depth)
+
+    arch = (getattr(model, 'pretrained_cfg', None) or {}).get('architecture') or type(model).__name__
+    head = f'checkpoint does not fit {arch} {_model_desc(model)}: '
+    if not state_dict and strict:
+        raise CheckpointMismatchError(head + 'the checkpoint holds no tensors at all (an empty state dict).')
     parts: List[str] = []
+    if other_depth and strict:
+        parts.append(f'the checkpoint has {ckpt_depth} blocks, the model {model_depth} (num_blocks={model_depth}): '
+                     f'build the model with num_blocks={ckpt_depth}')
     if strict:
         absent = [p for p, m in layers.items()
-                  if p + m.digest_name not in state_dict and p + m.explicit_name not in state_dict]
+                  if p + m.digest_name not in state_dict and p + m.explicit_name not in state_dict and in_both(p)]
         perms_absent = [p for p in absent if layers[p].what == 'permutation']
         if perms_absent:
             pattern = model.describe().permutation_label
@@ -147,7 +176,7 @@ def check_state_dict(
         masks_absent = [p for p in absent if layers[p].what == 'mask']
         if masks_absent:
             parts.append(f'the checkpoint has no mask digests for {_examples(masks_absent)}')
-    foreign = sorted({k.rsplit('.', 1)[0] + '.' for k in ckpt_structure_keys} - set(layers))
+    foreign = sorted(p for p in {k.rsplit('.', 1)[0] + '.' for k in ckpt_structure_keys} - set(layers) if in_both(p))
     if foreign:
         owned = [p for p in foreign if p.startswith('blocks.')]
         parts.append(
@@ -157,16 +186,17 @@ def check_state_dict(
     if strict:
         parts += _key_problems(state_dict, model, model_structure_keys | ckpt_structure_keys, pretrained_cfg_may_adapt)
 
-    if not parts:  # the structure is only worth comparing when everything else fits
-        parts += _structure_problems(state_dict, layers)
-    if parts:
+    if parts:  # another architecture or other model arguments
         ckpt = describe_state_dict(state_dict)
-        arch = (getattr(model, 'pretrained_cfg', None) or {}).get('architecture') or type(model).__name__
         raise CheckpointMismatchError(
-            f'checkpoint does not fit {arch} {_model_desc(model)}: {"; ".join(parts)}.'
-            + (f' The checkpoint has {ckpt}.' if ckpt else '')
+            head + f'{"; ".join(parts)}.' + (f' The checkpoint has {ckpt}.' if ckpt else '')
             + ' It was saved from another architecture or with other model arguments (pass the arguments it '
               'was trained with).')
+    # the same architecture: the structure is only worth comparing when everything else fits, and each
+    # problem says itself what it is (another seed, named when found; a cast or corrupted digest)
+    parts = _structure_problems(state_dict, layers)
+    if parts:
+        raise CheckpointMismatchError(head + f'{"; ".join(parts)}.')
     return _fill_digests(state_dict, layers)
 
 
@@ -174,21 +204,17 @@ def _structure_problems(state_dict: Dict[str, torch.Tensor], layers: Dict[str, D
     parts = []
     for what in ('permutation', 'mask'):
         group = {p: m for p, m in layers.items() if m.what == what}
-        problems: List[str] = []
-        mismatched: List[str] = []
+        problems: List[StructureProblem] = []
+        mismatched: List[StructureProblem] = []
         for prefix, layer in group.items():
-            found = layer.check_state(state_dict, prefix, name_seed=not mismatched)
-            if found:
-                key = prefix + layer.digest_name
-                for problem in found:
-                    (mismatched if problem.startswith(key + ': ') else problems).append(problem)
+            for problem in layer.check_state(state_dict, prefix, name_seed=not mismatched):
+                (mismatched if problem.kind == 'digest' else problems).append(problem)
         if mismatched:
             first = next(iter(group.values()))
-            first_key = mismatched[0].split(':', 1)[0]
-            parts.append(f'{len(mismatched)} of {len(group)} {first.digest_noun} (first: {first_key}) differ from '
-                         f'those of {first.seed_arg}={first.seed}: {mismatched[0]}')
+            parts.append(f'{len(mismatched)} of {len(group)} {first.digest_noun} (first: {mismatched[0].key}) differ '
+                         f'from those of {first.seed_arg}={first.seed}: {mismatched[0].message}')
         if problems:
-            parts.append(f'{len(problems)} {what} problems: ' + '; '.join(problems[:3])
+            parts.append(f'{len(problems)} {what} problems: ' + '; '.join(p.message for p in problems[:3])
                          + (f'; … ({len(problems)} in all)' if len(problems) > 3 else ''))
     return parts
 
@@ -211,4 +237,27 @@ def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: nn.Module) 
     """timm's pretrained filter for every model of the package: :func:`check_state_dict` with the classifier
     and input channels free to differ. timm's own MLP-Mixer checkpoints load into the normal PK Mixers as
     they are (same names, same function)."""
-    return check_state_dict(model, state_dict, strict=True, pretrained_cfg_may_adapt=True)
+    try:
+        return check_state_dict(model, state_dict, strict=True, pretrained_cfg_may_adapt=True)
+    except CheckpointMismatchError as e:
+        source = weights_source(getattr(model, 'pretrained_cfg', None) or {})
+        if not source:
+            raise
+        raise CheckpointMismatchError(f'{source}: {e}') from None
+
+
+def weights_source(cfg: Dict[str, Any]) -> str:
+    """Where timm's pretrained loading reads a model's weights from, by its pretrained cfg (the order of timm's
+    own resolution): the file or folder, ``hf-hub:ID[/FILE]``, the url; '' for a state dict passed in memory."""
+    hub = f"hf-hub:{cfg.get('hf_hub_id')}" + (f"/{cfg['hf_hub_filename']}" if cfg.get('hf_hub_filename') else '')
+    if cfg.get('source') == 'hf-hub':
+        return hub
+    if cfg.get('source') == 'local-dir':
+        return str(cfg.get('file') or '')
+    if cfg.get('state_dict') is not None:
+        return ''
+    if cfg.get('file'):
+        return str(cfg['file'])
+    if cfg.get('hf_hub_id'):
+        return hub
+    return str(cfg.get('url') or '')

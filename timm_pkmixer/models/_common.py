@@ -1,37 +1,137 @@
-"""What the model files share: timm's model API for our models, the entry-point idiom, the pretrained cfg."""
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+"""What the model files share: timm's model API for our models, the entry-point idiom, the resolved arguments
+(:class:`ModelArgs`), the pretrained cfg."""
+import json
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
-from timm.layers import register_notrace_function
-from timm.models._features import feature_take_indices
+from timm.layers import get_act_layer, register_notrace_function
 
+from .._timm import feature_take_indices
 from ..errors import InputShapeError, InvalidArgumentError
 from ..layers.structure import DerivedStructure
 from ..validation import choice, int_pair, non_negative_int
 from ._checkpoint import check_state_dict
 
-__all__ = ['ALTERNATIVE_ARGS', 'merge_args', 'patch_grid', 'paper_cfg', 'check_input', 'PKModelMixin']
+__all__ = ['ALTERNATIVE_ARGS', 'UNUSED_ARGS', 'TRAINING_ONLY_ARGS', 'ModelArgs', 'merge_args', 'layer_name',
+           'act_layer_arg', 'patch_grid', 'paper_cfg', 'check_input', 'PKModelMixin']
 
 # Arguments that choose the same thing in different terms: when a caller gives one of a group, the entry
 # point's defaults for the others are dropped (rp_mixer_b_w's default gamma=4.57 yields to mlp_ratio=...).
+# A model's resolved ``model_args`` holds one of each group (the other None).
 ALTERNATIVE_ARGS = (
     ('mlp_ratio', 'gamma'),       # hidden widths, timm's (ratio of C) or the paper's (γS, γC)
     ('norm_layer', 'norm_eps'),   # the LayerNorm, timm's way or by its epsilon
     ('omega', 'width'),           # the SW-MLP's width, from Ω or explicit
 )
+# Arguments that mean nothing for some value of another: a caller who picks that value drops the entry point's
+# defaults for them (block_type='fc' on pk_mixer_b_w drops its gamma=4.57: an S-Mixer has no hidden layer).
+UNUSED_ARGS = {
+    ('block_type', 'fc'): ('mlp_ratio', 'gamma', 'token_hidden_dim', 'channel_hidden_dim'),
+}
+# Constructor arguments that change training, not the function of trained weights: left out of a pushed or
+# expanded model's config.json (timm's save_for_hf leaves drop rates out too).
+TRAINING_ONLY_ARGS = ('drop_rate', 'proj_drop_rate', 'drop_path_rate')
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def _plain(value: Any) -> Any:
+    return [_plain(v) for v in value] if isinstance(value, tuple) else value
+
+
+class ModelArgs(Mapping):
+    """A model's constructor arguments as it resolved them (entry-point defaults, the caller's overrides, one of
+    each :data:`ALTERNATIVE_ARGS` group, ``None``s filled in): ``type(model)(**model.model_args)`` rebuilds the
+    same architecture. Read-only (pairs and per-block lists are tuples); layers are held by their timm name, so
+    the arguments are JSON values, unless a layer class timm has no name for was given (:meth:`to_json` says so).
+    """
+    __slots__ = ('_args',)
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        object.__setattr__(self, '_args', {k: _frozen(v) for k, v in args.items()})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._args[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._args)
+
+    def __len__(self) -> int:
+        return len(self._args)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError('ModelArgs are read-only: use replace(...) for a changed copy')
+
+    def __reduce__(self):  # copy.deepcopy (timm's EMA) and pickle
+        return ModelArgs, (self._args,)
+
+    def __repr__(self) -> str:
+        return f'ModelArgs({self._args!r})'
+
+    def replace(self, **changes: Any) -> 'ModelArgs':
+        """A copy with `changes` (the arguments of another architecture: an expanded one, a new head)."""
+        unknown = sorted(set(changes) - set(self._args))
+        if unknown:
+            raise InvalidArgumentError(f'no model arguments {unknown}; the model takes {sorted(self._args)}')
+        return ModelArgs({**self._args, **changes})
+
+    def to_json(self, exclude: Tuple[str, ...] = ()) -> Dict[str, Any]:
+        """A JSON-ready dict (tuples as lists) without the arguments in `exclude` (e.g. TRAINING_ONLY_ARGS)."""
+        out = {k: _plain(v) for k, v in self._args.items() if k not in exclude}
+        for key, value in out.items():
+            try:
+                json.dumps(value)
+            except TypeError as e:
+                raise InvalidArgumentError(
+                    f'model argument {key}={value!r} cannot be written to config.json: give layers by their timm '
+                    f'name (e.g. act_layer=\'gelu\') to build a model that can be saved with its arguments') from e
+        return out
 
 
 def merge_args(defaults: Mapping[str, Any], overrides: Mapping[str, Any]) -> Dict[str, Any]:
-    """An entry point's defaults updated by the caller's kwargs: every argument can be overridden, and a
-    caller's choice within a group of :data:`ALTERNATIVE_ARGS` replaces the defaults of that group."""
+    """An entry point's defaults updated by the caller's kwargs: every argument can be overridden, a caller's
+    choice within a group of :data:`ALTERNATIVE_ARGS` replaces the defaults of that group, and one that makes
+    arguments meaningless (:data:`UNUSED_ARGS`) drops their defaults."""
     merged = dict(defaults)
     for group in ALTERNATIVE_ARGS:
         if any(overrides.get(k) is not None for k in group):
             for k in group:
                 merged.pop(k, None)
+    for (name, value), unused in UNUSED_ARGS.items():
+        if overrides.get(name) == value:
+            for k in unused:
+                if k not in overrides:
+                    merged.pop(k, None)
     merged.update(overrides)
     return merged
+
+
+def layer_name(layer: Any, lookup: Callable[[str], Any]) -> Any:
+    """A layer argument as the model records it: a name as given, a class by its timm name when `lookup`
+    (timm's ``get_act_layer`` / ``get_norm_layer``) maps that name back to it, else the class itself."""
+    if isinstance(layer, str):
+        return layer
+    name = getattr(layer, '__name__', '').lower()
+    try:
+        return name if name and lookup(name) is layer else layer
+    except KeyError:
+        return layer
+
+
+def act_layer_arg(act_layer: Any) -> Tuple[Any, Callable[..., nn.Module]]:
+    """(the act_layer argument as recorded, the activation class): timm's activation by name or class; an
+    unknown name is refused naming it."""
+    try:
+        layer = get_act_layer(act_layer)
+    except KeyError:
+        layer = None
+    if layer is None:
+        raise InvalidArgumentError(f"act_layer {act_layer!r} is not an activation timm knows (e.g. 'gelu', 'relu', "
+                                   f"'silu', or a module class)")
+    return layer_name(act_layer, get_act_layer), layer
 
 
 def patch_grid(img_size: Any, patch_size: Any) -> Tuple[Tuple[int, int], Tuple[int, int], Tuple[int, int]]:
@@ -76,8 +176,9 @@ def paper_cfg(url: str = '', **kwargs: Any) -> Dict[str, Any]:
 
 class PKModelMixin:
     """timm's classifier / pruning / checkpointing API, checked loading and buffer (re)initialisation for a
-    model with `blocks`, `norm`, `head`, `num_features`, `num_classes`, `global_pool` ('avg' or '') and
-    a ``describe()`` method."""
+    model with `blocks`, `norm`, `head`, `num_features`, `num_classes`, `global_pool` ('avg' or ''),
+    a ``describe()`` method and its resolved arguments `model_args` (:class:`ModelArgs`), which the methods
+    that change the architecture keep up to date."""
 
     @torch.jit.ignore
     def set_grad_checkpointing(self, enable: bool = True) -> None:
@@ -95,6 +196,7 @@ class PKModelMixin:
             self.global_pool = choice('global_pool', global_pool, ('', 'avg'))
         self.head = nn.Linear(self.num_features, num_classes, **dd) if num_classes > 0 else nn.Identity()
         self.head.train(self.training)
+        self.model_args = self.model_args.replace(num_classes=self.num_classes, global_pool=self.global_pool)
 
     def prune_intermediate_layers(
             self,
@@ -105,6 +207,10 @@ class PKModelMixin:
         """Drop the blocks after the last of `indices` (and the norm / head if asked); returns the kept indices."""
         take_indices, max_index = feature_take_indices(len(self.blocks), indices)
         self.blocks = self.blocks[:max_index + 1]
+        kept = dict(num_blocks=len(self.blocks))
+        if isinstance(self.model_args.get('permutation'), tuple):  # one per block
+            kept['permutation'] = self.model_args['permutation'][:len(self.blocks)]
+        self.model_args = self.model_args.replace(**kept)
         if prune_norm:
             self.norm = nn.Identity()
         if prune_head:

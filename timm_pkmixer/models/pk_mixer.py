@@ -37,12 +37,12 @@ from timm.models import (
     named_apply,
     register_model,
 )
-from timm.models._features import feature_take_indices
-from timm.models.mlp_mixer import _init_weights as _timm_mixer_init_weights
 
+from .._timm import feature_take_indices, mixer_init_weights
 from ..description import ModelDescription, describe_mixer
 from ..errors import ArgumentTypeError, InvalidArgumentError
 from ..layers import PERMUTATIONS, SkipLayer, make_pk_mlp
+from ..sizes import check_mixer_size
 from ..validation import (
     boolean,
     choice,
@@ -55,7 +55,7 @@ from ..validation import (
     real_pair,
 )
 from ._checkpoint import checkpoint_filter_fn
-from ._common import PKModelMixin, check_input, merge_args, paper_cfg, patch_grid
+from ._common import ModelArgs, PKModelMixin, act_layer_arg, check_input, layer_name, merge_args, paper_cfg, patch_grid
 
 __all__ = ['TileTokens', 'PKMixerBlock', 'PKMixer']
 
@@ -188,21 +188,96 @@ def _hidden_widths(
     return token, channel
 
 
-def _norm_layer(norm_layer: Any, norm_eps: Optional[float]) -> Callable[..., nn.Module]:
+def _norm_args(norm_layer: Any, norm_eps: Any) -> Tuple[Any, Optional[float]]:
+    """(norm_layer, norm_eps) as the model records them: torch's LayerNorm by its epsilon (norm_layer None;
+    default 1e-5, the paper's), any other norm layer by its timm name where it has one (norm_eps None)."""
     if norm_layer is None:
-        return partial(nn.LayerNorm, eps=1e-5 if norm_eps is None else positive_real('norm_eps', norm_eps))
+        return None, 1e-5 if norm_eps is None else positive_real('norm_eps', norm_eps)
     if norm_eps is not None:
         raise InvalidArgumentError('give norm_layer (timm) or norm_eps (the LayerNorm epsilon), not both')
-    layer = get_norm_layer(norm_layer)
+    try:
+        layer = get_norm_layer(norm_layer)
+    except (KeyError, AssertionError):
+        layer = None
     if layer is None:
         raise InvalidArgumentError(f'norm_layer {norm_layer!r} is not a norm layer timm knows')
-    return layer
+    base, keywords = (layer.func, layer.keywords) if isinstance(layer, partial) else (layer, {})
+    if base is nn.LayerNorm and set(keywords) <= {'eps'}:  # the very layer norm_eps builds
+        return None, positive_real('norm_eps', keywords.get('eps', 1e-5))
+    return layer_name(norm_layer, get_norm_layer), None
+
+
+def _make_norm(args: ModelArgs) -> Callable[..., nn.Module]:
+    """The norm layer of the recorded (norm_layer, norm_eps)."""
+    return partial(nn.LayerNorm, eps=args['norm_eps']) if args['norm_layer'] is None else \
+        get_norm_layer(args['norm_layer'])
+
+
+def _tokens(grid: Tuple[int, int], tiles: int, num_tokens: Optional[int], skip_layer: Optional[bool]
+            ) -> Tuple[int, bool]:
+    """(S, skip layer in block 0): S defaults to the S0 patches; the skip layer is needed exactly when S ≠ S0."""
+    num_patches = grid[0] * grid[1]
+    num_tokens = num_tokens or num_patches
+    if skip_layer is None:
+        skip_layer = num_tokens != num_patches
+    if not skip_layer and num_tokens != num_patches:
+        raise InvalidArgumentError(f'num_tokens={num_tokens} differs from the {num_patches} patches: '
+                                   f'needs skip_layer=True')
+    if num_tokens % (tiles * tiles):
+        raise InvalidArgumentError(f'num_tokens={num_tokens} is not a multiple of the {tiles * tiles} tiles')
+    return num_tokens, skip_layer
+
+
+def _resolve_args(given: Dict[str, Any], device: Any = None, dtype: Any = None) -> ModelArgs:
+    """The constructor's arguments, validated (each refusal names its argument) and resolved into the model's
+    record: defaults filled in (S, the skip layer, the norm's epsilon), hidden widths as explicit
+    token_hidden_dim / channel_hidden_dim (mlp_ratio, gamma None), the permutation one string or one per block.
+    Sizes past the memory of the device the model is built on are refused here, naming the arguments as given,
+    before anything is allocated (:mod:`timm_pkmixer.sizes`)."""
+    num_classes = non_negative_int('num_classes', given['num_classes'])
+    img_size, patch_size, grid = patch_grid(given['img_size'], given['patch_size'])
+    in_chans = positive_int('in_chans', given['in_chans'])
+    num_blocks = positive_int('num_blocks', given['num_blocks'])
+    embed_dim = positive_int('embed_dim', given['embed_dim'])
+    num_tokens = optional(positive_int, 'num_tokens', given['num_tokens'])
+    block_type = choice('block_type', given['block_type'], ('mlp', 'fc'))
+    permutations = _block_permutations(given['permutation'], num_blocks)
+    perm_seed = integer('perm_seed', given['perm_seed'])
+    skip_layer = optional(boolean, 'skip_layer', given['skip_layer'])
+    weight_init = choice('weight_init', given['weight_init'], ('paper', 'timm'))
+    flags = {k: boolean(k, given[k]) for k in ('nlhb', 'stem_norm')}
+    global_pool = choice('global_pool', given['global_pool'], ('', 'avg'))
+    rates = {k: rate(k, given[k]) for k in ('drop_rate', 'proj_drop_rate', 'drop_path_rate')}
+    tiles = positive_int('tiles', given['tiles'])
+    if grid[0] % tiles or grid[1] % tiles:
+        raise InvalidArgumentError(f'tiles={tiles} does not divide the {grid[0]} × {grid[1]} patch grid into '
+                                   f'{tiles} × {tiles} tiles')
+    norm_layer, norm_eps = _norm_args(given['norm_layer'], given['norm_eps'])
+    act_layer, _ = act_layer_arg(given['act_layer'])
+    num_tokens, skip_layer = _tokens(grid, tiles, num_tokens, skip_layer)
+    check_mixer_size(
+        grid=grid, in_chans=in_chans, patch_size=patch_size, embed_dim=embed_dim, num_tokens=num_tokens,
+        num_blocks=num_blocks, block_type=block_type, mlp_ratio=given['mlp_ratio'], gamma=given['gamma'],
+        token_hidden_dim=given['token_hidden_dim'], channel_hidden_dim=given['channel_hidden_dim'],
+        permutations=permutations, skip_layer=skip_layer, num_classes=num_classes, device=device, dtype=dtype)
+    token_hidden, channel_hidden = _hidden_widths(
+        block_type, num_tokens, embed_dim, given['mlp_ratio'], given['gamma'], given['token_hidden_dim'],
+        given['channel_hidden_dim'])
+    resolved = dict(
+        num_classes=num_classes, img_size=img_size, in_chans=in_chans, patch_size=patch_size, num_blocks=num_blocks,
+        embed_dim=embed_dim, mlp_ratio=None, gamma=None, token_hidden_dim=token_hidden,
+        channel_hidden_dim=channel_hidden, num_tokens=num_tokens, block_type=block_type,
+        permutation=permutations[0] if len(set(permutations)) == 1 else permutations,
+        perm_seed=perm_seed, skip_layer=skip_layer, norm_layer=norm_layer, norm_eps=norm_eps, act_layer=act_layer,
+        weight_init=weight_init, global_pool=global_pool, tiles=tiles, **flags, **rates)
+    return ModelArgs({k: resolved[k] for k in given})  # in the constructor's order
 
 
 class PKMixer(PKModelMixin, nn.Module):
     """MLP-Mixer / S-Mixer of the PK family, normal, Random-Permuted, or with a permutation per block.
 
     Input (B, in_chans, H, W); ``forward_features`` gives (B, S, C) tokens (NLC), ``forward`` logits.
+    ``model_args`` holds the arguments it was built with, resolved (:class:`~timm_pkmixer.models.ModelArgs`).
     """
 
     def __init__(
@@ -272,91 +347,78 @@ class PKMixer(PKModelMixin, nn.Module):
         """
         super().__init__()
         dd = {'device': device, 'dtype': dtype}
-        num_classes = non_negative_int('num_classes', num_classes)
-        img_size, patch_size, grid = patch_grid(img_size, patch_size)
-        in_chans = positive_int('in_chans', in_chans)
-        num_blocks, embed_dim = positive_int('num_blocks', num_blocks), positive_int('embed_dim', embed_dim)
-        num_tokens = optional(positive_int, 'num_tokens', num_tokens)
-        block_type = choice('block_type', block_type, ('mlp', 'fc'))
-        permutations = _block_permutations(permutation, num_blocks)
-        perm_seed = integer('perm_seed', perm_seed)
-        skip_layer = optional(boolean, 'skip_layer', skip_layer)
-        weight_init = choice('weight_init', weight_init, ('paper', 'timm'))
-        nlhb, stem_norm = boolean('nlhb', nlhb), boolean('stem_norm', stem_norm)
-        global_pool = choice('global_pool', global_pool, ('', 'avg'))
-        drop_rate, proj_drop_rate = rate('drop_rate', drop_rate), rate('proj_drop_rate', proj_drop_rate)
-        drop_path_rate = rate('drop_path_rate', drop_path_rate)
-        tiles = positive_int('tiles', tiles)
-        if grid[0] % tiles or grid[1] % tiles:
-            raise InvalidArgumentError(f'tiles={tiles} does not divide the {grid[0]} × {grid[1]} patch grid into '
-                                       f'{tiles} × {tiles} tiles')
-        norm_layer = _norm_layer(norm_layer, norm_eps)
-        act_layer = _act_layer(act_layer)
-
-        self.num_classes = num_classes
-        self.in_chans = in_chans
-        self.img_size = img_size
-        self.global_pool = global_pool
-        self.num_features = self.head_hidden_size = self.embed_dim = embed_dim
-        self.grad_checkpointing = False
-        self.perm_seed = perm_seed
-        self.nlhb = nlhb
-
+        # the arguments, validated and resolved into the model's record: every part below is built from it
+        self.model_args = args = _resolve_args(dict(
+            num_classes=num_classes, img_size=img_size, in_chans=in_chans, patch_size=patch_size,
+            num_blocks=num_blocks, embed_dim=embed_dim, mlp_ratio=mlp_ratio, gamma=gamma,
+            token_hidden_dim=token_hidden_dim, channel_hidden_dim=channel_hidden_dim, num_tokens=num_tokens,
+            block_type=block_type, permutation=permutation, perm_seed=perm_seed, skip_layer=skip_layer,
+            norm_layer=norm_layer, norm_eps=norm_eps, act_layer=act_layer, weight_init=weight_init, nlhb=nlhb,
+            drop_rate=drop_rate, proj_drop_rate=proj_drop_rate, drop_path_rate=drop_path_rate, stem_norm=stem_norm,
+            global_pool=global_pool, tiles=tiles), device, dtype)
+        self._set_attributes(args)
+        norm_layer = _make_norm(args)
         self.stem = PatchEmbed(
-            img_size=img_size, patch_size=patch_size, in_chans=in_chans, embed_dim=embed_dim,
-            norm_layer=norm_layer if stem_norm else None, **dd,
+            img_size=self.img_size, patch_size=args['patch_size'], in_chans=self.in_chans, embed_dim=self.embed_dim,
+            norm_layer=norm_layer if args['stem_norm'] else None, **dd,
         )
-        self.grid_size = grid
-        num_patches = self.grid_size[0] * self.grid_size[1]
-        num_tokens = num_tokens or num_patches
-        if skip_layer is None:
-            skip_layer = num_tokens != num_patches
-        if not skip_layer and num_tokens != num_patches:
-            raise InvalidArgumentError(f'num_tokens={num_tokens} differs from the {num_patches} patches: '
-                                       f'needs skip_layer=True')
-        if num_tokens % (tiles * tiles):
-            raise InvalidArgumentError(f'num_tokens={num_tokens} is not a multiple of the {tiles * tiles} tiles')
-        self.num_patches, self.num_tokens = num_patches, num_tokens
-        self.tiles = tiles
-        self.tile_tokens = TileTokens(grid, tiles) if tiles > 1 else nn.Identity()
-        self.token_hidden, self.channel_hidden = _hidden_widths(
-            block_type, num_tokens, embed_dim, mlp_ratio, gamma, token_hidden_dim, channel_hidden_dim)
+        self.tile_tokens = TileTokens(self.grid_size, self.tiles) if self.tiles > 1 else nn.Identity()
+        self.blocks = self._make_blocks(args, norm_layer, **dd)
+        reduction = self.stem.feat_ratio()
+        self.feature_info = [
+            dict(module=f'blocks.{i}', num_chs=self.embed_dim, reduction=reduction) for i in range(len(self.blocks))]
+        self.norm = norm_layer(self.embed_dim, **dd)
+        self.head_drop = nn.Dropout(args['drop_rate'])
+        self.head = nn.Linear(self.embed_dim, self.num_classes, **dd) if self.num_classes > 0 else nn.Identity()
+        self.init_weights(args['weight_init'])
 
-        self.blocks = nn.Sequential(*[
+    def _set_attributes(self, args: ModelArgs) -> None:
+        """The attributes timm's API and the forward read, from the record."""
+        self.num_classes = args['num_classes']
+        self.in_chans = args['in_chans']
+        self.img_size = args['img_size']
+        self.global_pool = args['global_pool']
+        self.num_features = self.head_hidden_size = self.embed_dim = args['embed_dim']
+        self.grad_checkpointing = False
+        self.perm_seed = args['perm_seed']
+        self.nlhb = args['nlhb']
+        self.grid_size = (args['img_size'][0] // args['patch_size'][0], args['img_size'][1] // args['patch_size'][1])
+        self.num_patches, self.num_tokens = self.grid_size[0] * self.grid_size[1], args['num_tokens']
+        self.tiles = args['tiles']
+        self.token_hidden, self.channel_hidden = args['token_hidden_dim'], args['channel_hidden_dim']
+
+    def _make_blocks(self, args: ModelArgs, norm_layer: Callable[..., nn.Module], **dd: Any) -> nn.Sequential:
+        """The L blocks; block 0 maps the S0 patches to S tokens (through the skip layer when S ≠ S0)."""
+        permutations = _block_permutations(args['permutation'], args['num_blocks'])
+        return nn.Sequential(*[
             PKMixerBlock(
-                embed_dim,
-                num_patches if i == 0 else num_tokens,
-                num_tokens,
+                self.embed_dim,
+                self.num_patches if i == 0 else self.num_tokens,
+                self.num_tokens,
                 self.token_hidden,
                 self.channel_hidden,
                 permutation=permutations[i],
-                perm_seed=perm_seed,
+                perm_seed=self.perm_seed,
                 key=f'blocks.{i}',
-                skip_layer=skip_layer and i == 0,
+                skip_layer=args['skip_layer'] and i == 0,
                 norm_layer=norm_layer,
-                act_layer=act_layer,
-                drop=proj_drop_rate,
-                drop_path=drop_path_rate,
-                tiles=tiles * tiles,
+                act_layer=get_act_layer(args['act_layer']),
+                drop=args['proj_drop_rate'],
+                drop_path=args['drop_path_rate'],
+                tiles=self.tiles * self.tiles,
                 **dd,
             )
-            for i in range(num_blocks)])
-        reduction = self.stem.feat_ratio()
-        self.feature_info = [
-            dict(module=f'blocks.{i}', num_chs=embed_dim, reduction=reduction) for i in range(num_blocks)]
-        self.norm = norm_layer(embed_dim, **dd)
-        self.head_drop = nn.Dropout(drop_rate)
-        self.head = nn.Linear(embed_dim, num_classes, **dd) if num_classes > 0 else nn.Identity()
-
-        self.init_weights(weight_init)
+            for i in range(args['num_blocks'])])
 
     @torch.jit.ignore
     def describe(self) -> ModelDescription:
-        """S, C, L, hidden widths, Ω, m, p, γ, per-block permutations and seed (see `ModelDescription`)."""
+        """S, C, L, hidden widths, Ω, m, p, γ, per-block permutations and seed (see `ModelDescription`), read from
+        the record `model_args`."""
+        args = self.model_args
         return describe_mixer(
-            self.num_tokens, self.embed_dim, len(self.blocks), self.token_hidden, self.channel_hidden,
-            permutation=[blk.mlp_tokens.permutation for blk in self.blocks], perm_seed=self.perm_seed,
-            tiles=self.tiles)
+            args['num_tokens'], args['embed_dim'], args['num_blocks'], args['token_hidden_dim'],
+            args['channel_hidden_dim'], permutation=_block_permutations(args['permutation'], args['num_blocks']),
+            perm_seed=args['perm_seed'], tiles=args['tiles'])
 
     @torch.jit.ignore
     def init_weights(self, mode: str = 'paper') -> None:
@@ -367,7 +429,7 @@ class PKMixer(PKModelMixin, nn.Module):
         if mode == 'paper':
             named_apply(partial(_init_weights_paper, head_bias=head_bias), module=self)
         else:
-            named_apply(partial(_timm_mixer_init_weights, head_bias=head_bias), module=self)
+            named_apply(partial(mixer_init_weights, head_bias=head_bias), module=self)
         self.init_non_persistent_buffers()
 
     @torch.jit.ignore
@@ -424,7 +486,7 @@ class PKMixer(PKModelMixin, nn.Module):
             H, W = self.stem.dynamic_feat_size((height, width))
             if self.tiles > 1:
                 intermediates = [self.tile_tokens.ungroup(y) for y in intermediates]
-            intermediates = [y.reshape(B, H, W, -1).permute(0, 3, 1, 2).contiguous() for y in intermediates]
+            intermediates = [y.reshape(B, H, W, y.shape[-1]).permute(0, 3, 1, 2).contiguous() for y in intermediates]
         if intermediates_only:
             return intermediates
         x = self.norm(x)
@@ -450,18 +512,6 @@ class PKMixer(PKModelMixin, nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))
-
-
-def _act_layer(act_layer: Union[str, Callable[..., nn.Module]]) -> Callable[..., nn.Module]:
-    """timm's activation by name or class; an unknown name is refused naming it."""
-    try:
-        layer = get_act_layer(act_layer)
-    except KeyError:
-        layer = None
-    if layer is None:
-        raise InvalidArgumentError(f"act_layer {act_layer!r} is not an activation timm knows (e.g. 'gelu', 'relu', "
-                                   f"'silu', or a module class)")
-    return layer
 
 
 def _init_weights_paper(module: nn.Module, name: str, head_bias: float = 0.) -> None:
@@ -661,8 +711,11 @@ def s_mixer_rp_s64c64_32(pretrained: bool = False, **kwargs) -> PKMixer:
 
 @register_model
 def s_mixer_rp_first_s64c64_32(pretrained: bool = False, **kwargs) -> PKMixer:
-    """S-Mixer, S = C = 64, L=8, whose first block alone is Random-Permuted (Fig. S.4, D.5)."""
-    model_args = dict(num_tokens=64, embed_dim=64, permutation=['random'] + ['normal'] * 7, **_S_MIXER)
+    """S-Mixer, S = C = 64, L=8, whose first block alone is Random-Permuted (Fig. S.4, D.5); the pattern follows
+    `num_blocks`."""
+    depth = kwargs.get('num_blocks', _S_MIXER['num_blocks'])
+    first_random = ['random'] + ['normal'] * (depth - 1) if isinstance(depth, int) and depth >= 1 else 'random'
+    model_args = dict(num_tokens=64, embed_dim=64, permutation=first_random, **_S_MIXER)
     return _create_pk_mixer('s_mixer_rp_first_s64c64_32', pretrained, model_args, **kwargs)
 
 

@@ -18,18 +18,18 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
-from timm.layers import PatchEmbed, lecun_normal_
+from timm.layers import PatchEmbed, get_act_layer, lecun_normal_
 from timm.models import build_model_with_cfg, checkpoint_seq, generate_default_cfgs, register_model
-from timm.models._features import feature_take_indices
 
+from .._timm import feature_take_indices
 from ..description import ModelDescription, describe_sw_mlp
 from ..errors import InvalidArgumentError
 from ..layers import MaskedLinear
+from ..sizes import check_sw_mlp_size
 from ..validation import choice, integer, non_negative_int, optional, positive_int, positive_real, probability, rate
 from ..width import sw_mlp_width
 from ._checkpoint import checkpoint_filter_fn
-from ._common import PKModelMixin, check_input, merge_args, paper_cfg, patch_grid
-from .pk_mixer import _act_layer
+from ._common import ModelArgs, PKModelMixin, act_layer_arg, check_input, merge_args, paper_cfg, patch_grid
 
 MAX_WIDTH = 2 ** 20  # m² = 2^40 weights per layer (4 TiB in fp32): far past any machine
 
@@ -68,8 +68,66 @@ class SparseBlock(nn.Module):
         return x + y
 
 
+def _hidden_width(width: int, gamma: Optional[float]) -> Optional[int]:
+    """The MLP blocks' hidden width γm (None for FC blocks)."""
+    return None if gamma is None else round(gamma * width)
+
+
+def _width(omega: Any, width: Any, density: float, gamma: float) -> int:
+    """m: explicit, or from Ω = p·γ·m² (default Ω = 2^18); refused past MAX_WIDTH."""
+    if omega is not None and width is not None:
+        raise InvalidArgumentError('give omega (Ω, which sets m = √(Ω/(γp))) or width (m), not both')
+    if width is None:
+        omega = 2 ** 18 if omega is None else positive_real('omega', omega)
+        width, source = sw_mlp_width(omega, density, gamma), f'omega={omega:g} at density p={density:g}'
+    else:
+        width, source = positive_int('width', width), 'width'
+    if width > MAX_WIDTH:
+        raise InvalidArgumentError(
+            f'{source} gives an SW-MLP of width m = {width}: its dense m×m layers would hold {width ** 2:.3g} '
+            f'weights each (the SW-MLP stores O(m²); at most m = {MAX_WIDTH} is accepted)')
+    return width
+
+
+def _resolve_args(given: Dict[str, Any], device: Any = None, dtype: Any = None) -> ModelArgs:
+    """The constructor's arguments, validated (each refusal names its argument) and resolved into the model's
+    record: the width m explicit (omega None), the per-patch FC's C explicit, the activation by timm name.
+    Sizes past the memory of the device the model is built on are refused here, naming the arguments as given,
+    before anything is allocated (:mod:`timm_pkmixer.sizes`)."""
+    num_classes = non_negative_int('num_classes', given['num_classes'])
+    img_size, patch_size, grid = patch_grid(given['img_size'], given['patch_size'])
+    in_chans = positive_int('in_chans', given['in_chans'])
+    num_blocks = positive_int('num_blocks', given['num_blocks'])
+    embed_dim = optional(positive_int, 'embed_dim', given['embed_dim'])
+    density = probability('density p', given['density'])
+    gamma = optional(positive_real, 'gamma', given['gamma'])
+    mask_seed = integer('mask_seed', given['mask_seed'])
+    norm_eps = positive_real('norm_eps', given['norm_eps'])
+    global_pool = choice('global_pool', given['global_pool'], ('', 'avg'))
+    drop_rate = rate('drop_rate', given['drop_rate'])
+    width = _width(given['omega'], given['width'], density, 1.0 if gamma is None else gamma)
+    act_layer, _ = act_layer_arg(given['act_layer'])
+    embed_dim = embed_dim or in_chans * patch_size[0] * patch_size[1]
+    source = 'width' if given['width'] is not None else \
+        f'omega={2 ** 18 if given["omega"] is None else given["omega"]:g} at density p={density:g}'
+    check_sw_mlp_size(
+        grid=grid, in_chans=in_chans, patch_size=patch_size, embed_dim=embed_dim, width=width, width_source=source,
+        num_blocks=num_blocks, gamma=gamma, num_classes=num_classes, device=device, dtype=dtype)
+    hidden = _hidden_width(width, gamma)
+    if hidden is not None and hidden < 1:
+        raise InvalidArgumentError(f'gamma={given["gamma"]!r} gives a hidden width of {hidden} for m={width}')
+    resolved = dict(
+        num_classes=num_classes, img_size=img_size, in_chans=in_chans, patch_size=patch_size,
+        embed_dim=embed_dim, num_blocks=num_blocks, density=density,
+        omega=None, width=width, gamma=gamma, mask_seed=mask_seed, norm_eps=norm_eps, act_layer=act_layer,
+        drop_rate=drop_rate, global_pool=global_pool)
+    return ModelArgs({k: resolved[k] for k in given})  # in the constructor's order
+
+
 class SwMlp(PKModelMixin, nn.Module):
-    """SW-MLP: (B, in_chans, H, W) → (B, num_classes); ``forward_features`` gives (B, m, 1, 1)."""
+    """SW-MLP: (B, in_chans, H, W) → (B, num_classes); ``forward_features`` gives (B, m, 1, 1).
+    ``model_args`` holds the arguments it was built with, resolved (:class:`~timm_pkmixer.models.ModelArgs`).
+    """
 
     def __init__(
             self,
@@ -111,63 +169,47 @@ class SwMlp(PKModelMixin, nn.Module):
         """
         super().__init__()
         dd = {'device': device, 'dtype': dtype}
-        num_classes = non_negative_int('num_classes', num_classes)
-        img_size, patch_size, grid = patch_grid(img_size, patch_size)
-        in_chans = positive_int('in_chans', in_chans)
-        num_blocks = positive_int('num_blocks', num_blocks)
-        embed_dim = optional(positive_int, 'embed_dim', embed_dim)
-        density = probability('density p', density)
-        gamma_value = 1.0 if gamma is None else positive_real('gamma', gamma)
-        mask_seed = integer('mask_seed', mask_seed)
-        norm_eps = positive_real('norm_eps', norm_eps)
-        global_pool = choice('global_pool', global_pool, ('', 'avg'))
-        drop_rate = rate('drop_rate', drop_rate)
-        if omega is not None and width is not None:
-            raise InvalidArgumentError('give omega (Ω, which sets m = √(Ω/(γp))) or width (m), not both')
-        if width is None:
-            omega = 2 ** 18 if omega is None else positive_real('omega', omega)
-            width, source = sw_mlp_width(omega, density, gamma_value), f'omega={omega:g} at density p={density:g}'
-        else:
-            width, source = positive_int('width', width), 'width'
-        if width > MAX_WIDTH:
-            raise InvalidArgumentError(
-                f'{source} gives an SW-MLP of width m = {width}: its dense m×m layers would hold {width ** 2:.3g} '
-                f'weights each (the SW-MLP stores O(m²); at most m = {MAX_WIDTH} is accepted)')
-        embed_dim = embed_dim or in_chans * patch_size[0] * patch_size[1]
-        act_layer = _act_layer(act_layer)
-
-        self.num_classes = num_classes
-        self.in_chans = in_chans
-        self.img_size = img_size
-        self.global_pool = global_pool
-        self.density = density
-        self.width = width
-        self.mask_seed = mask_seed
-        self.num_features = self.head_hidden_size = width
-        self.grad_checkpointing = False
-
-        self.stem = PatchEmbed(img_size=img_size, patch_size=patch_size, in_chans=in_chans, embed_dim=embed_dim, **dd)
-        num_inputs = grid[0] * grid[1] * embed_dim
-        self.in_proj = nn.Identity() if num_inputs == width else MaskedLinear(
-            num_inputs, width, density, seed=mask_seed, key='in_proj', **dd)
-        self.hidden = round(gamma_value * width) if gamma is not None else None
-        if self.hidden is not None and self.hidden < 1:
-            raise InvalidArgumentError(f'gamma={gamma!r} gives a hidden width of {self.hidden} for m={width}')
+        # the arguments, validated and resolved into the model's record: every part below is built from it
+        self.model_args = args = _resolve_args(dict(
+            num_classes=num_classes, img_size=img_size, in_chans=in_chans, patch_size=patch_size, embed_dim=embed_dim,
+            num_blocks=num_blocks, density=density, omega=omega, width=width, gamma=gamma, mask_seed=mask_seed,
+            norm_eps=norm_eps, act_layer=act_layer, drop_rate=drop_rate, global_pool=global_pool), device, dtype)
+        self._set_attributes(args)
+        self.stem = PatchEmbed(img_size=self.img_size, patch_size=args['patch_size'], in_chans=self.in_chans,
+                               embed_dim=args['embed_dim'], **dd)
+        num_inputs = self.stem.num_patches * args['embed_dim']
+        self.in_proj = nn.Identity() if num_inputs == self.width else MaskedLinear(
+            num_inputs, self.width, self.density, seed=self.mask_seed, key='in_proj', **dd)
         self.blocks = nn.Sequential(*[
-            SparseBlock(width, density, self.hidden, mask_seed=mask_seed, key=f'blocks.{i}', norm_eps=norm_eps,
-                        act_layer=act_layer, **dd)
-            for i in range(num_blocks)])
-        self.feature_info = [
-            dict(module=f'blocks.{i}', num_chs=width, reduction=max(img_size)) for i in range(num_blocks)]
-        self.norm = nn.LayerNorm(width, eps=norm_eps, **dd)
-        self.head_drop = nn.Dropout(drop_rate)
-        self.head = nn.Linear(width, num_classes, **dd) if num_classes > 0 else nn.Identity()
+            SparseBlock(self.width, self.density, self.hidden, mask_seed=self.mask_seed, key=f'blocks.{i}',
+                        norm_eps=args['norm_eps'], act_layer=get_act_layer(args['act_layer']), **dd)
+            for i in range(args['num_blocks'])])
+        self.feature_info = [dict(module=f'blocks.{i}', num_chs=self.width, reduction=max(self.img_size))
+                             for i in range(args['num_blocks'])]
+        self.norm = nn.LayerNorm(self.width, eps=args['norm_eps'], **dd)
+        self.head_drop = nn.Dropout(args['drop_rate'])
+        self.head = nn.Linear(self.width, self.num_classes, **dd) if self.num_classes > 0 else nn.Identity()
         self.init_weights()
+
+    def _set_attributes(self, args: ModelArgs) -> None:
+        """The attributes timm's API and the forward read, from the record."""
+        self.num_classes = args['num_classes']
+        self.in_chans = args['in_chans']
+        self.img_size = args['img_size']
+        self.global_pool = args['global_pool']
+        self.density = args['density']
+        self.width = args['width']
+        self.mask_seed = args['mask_seed']
+        self.hidden = _hidden_width(args['width'], args['gamma'])
+        self.num_features = self.head_hidden_size = args['width']
+        self.grad_checkpointing = False
 
     @torch.jit.ignore
     def describe(self) -> ModelDescription:
-        """m, p, γ, Ω, depth and mask seed (see `ModelDescription`)."""
-        return describe_sw_mlp(self.width, len(self.blocks), self.density, self.hidden, self.mask_seed)
+        """m, p, γ, Ω, depth and mask seed (see `ModelDescription`), read from the record `model_args`."""
+        args = self.model_args
+        return describe_sw_mlp(args['width'], args['num_blocks'], args['density'],
+                               _hidden_width(args['width'], args['gamma']), args['mask_seed'])
 
     @torch.jit.ignore
     def init_weights(self) -> None:

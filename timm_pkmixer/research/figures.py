@@ -255,7 +255,8 @@ def square_channels(pairs: Sequence[tuple]) -> Optional[float]:
 
 
 def plot_report(report, out_dir) -> List:
-    """The figures of `pkmixer report`, one per experiment present, plus eval-loss curves (D.7); returns the files."""
+    """The figures of `pkmixer report`: its experiment's (none for a comparison or several experiments at once) and
+    the eval-loss curves (D.7); returns the files."""
     from pathlib import Path
     Figure = require_matplotlib()
     out_dir = Path(out_dir)
@@ -307,15 +308,18 @@ def plot_report(report, out_dir) -> List:
             _errorbars(ax, _series(points, lambda r: r['embed_dim']))
             ax.set_xscale('log'), ax.set_xlabel('channels C at fixed m (γ from eq. S.46)')
             ax.set_title('error against C at fixed m (Fig. S.3)', fontsize=10)
-        else:
+        elif exp == 'patch':
             fig = Figure(figsize=(5.5, 3.8), layout='constrained')
             ax = fig.subplots()
             _errorbars(ax, _series(points, lambda r: r['patch_size']))
             ax.set_xscale('log', base=2), ax.set_xlabel('patch size P'), ax.set_title('error against P (Fig. S.5)',
                                                                                     fontsize=10)
-        path = out_dir / f'{exp}.png'
-        fig.savefig(path, dpi=100)
-        written.append(path)
+        else:  # a comparison, a single group or several experiments at once: the eval-loss curves only
+            fig = None
+        if fig is not None:
+            path = out_dir / f'{exp}.png'
+            fig.savefig(path, dpi=100)
+            written.append(path)
         written.append(_plot_eval_loss(Figure, exp, points, out_dir))
     return written
 

@@ -1,0 +1,40 @@
+"""The paper's analyses as instruments, computed from the real layers of the package's models (computes,
+never prints; `pkmixer analyze` writes the tables and figures).
+
+* CKA (Fig. 2, §3.4, C.1): `linear_cka` (biased HSIC of Kornblith et al. 2019, or the unbiased HSIC of Song et
+  al. 2012) and `cka_matrix`, mini-batch CKA (Nguyen et al. 2021, §3.1(2)) between the mixing branches of two
+  models, each taken just before its skip connection (`capture_branches`).
+* Spectra (Fig. 4 right, §4.3; Fig. S.1, D.1): `effective_singular_values` of every mixing FC seen as a layer
+  of the wide MLP, the Marchenko–Pastur edge c_γ and the sparse edge √L+ (eq. 17), and the random-matrix
+  experiments `fig4_spectra`, `fig_s1_spectra`.
+
+Why not a CKA library: ckatorch 1.0.3 (PyPI, MIT, read before deciding) was weighed against the ~40 lines of
+`cka.py`. Its mini-batch loop assigns ``cka_epoch[i, j] = cka_batch(x, y)`` inside the batch loop, so each
+"epoch" keeps the last batch's CKA instead of summing HSIC terms over batches as Nguyen et al. do; its hooks
+take module outputs, which cannot see our branches (the skip connection is added inside J2); it prints tqdm
+bars and pulls in seaborn, tqdm and safetensors-saving code. torch-cka is unmaintained with an open NaN bug.
+The formulas here are tested against independent references (the feature-space form of linear CKA, and
+Song et al.'s U-statistic summed over all 4-tuples of distinct examples) and the invariances of CKA.
+"""
+from .cka import HsicAccumulator, gram, hsic_biased, hsic_unbiased, linear_cka
+from .compare import CkaMatrix, cka_matrix
+from .features import capture_branches, mixing_branches
+from .spectra import (
+    FIG4_DIMS,
+    FIG4_TOKENS,
+    c_gamma,
+    effective_singular_values,
+    fig4_spectra,
+    fig_s1_spectra,
+    init_edge,
+    mixing_fc_layers,
+    mp_edge,
+    sparse_edge,
+    spectra_table,
+    top_singular_value,
+)
+
+__all__ = ['HsicAccumulator', 'gram', 'hsic_biased', 'hsic_unbiased', 'linear_cka', 'CkaMatrix', 'cka_matrix',
+           'capture_branches', 'mixing_branches', 'FIG4_DIMS', 'FIG4_TOKENS', 'c_gamma', 'effective_singular_values',
+           'fig4_spectra', 'fig_s1_spectra', 'init_edge', 'mixing_fc_layers', 'mp_edge', 'sparse_edge',
+           'spectra_table', 'top_singular_value']

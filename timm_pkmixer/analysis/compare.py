@@ -1,0 +1,90 @@
+"""`cka_matrix`: mini-batch CKA between the mixing branches of two models (Fig. 2(b), (c); C.1)."""
+from dataclasses import dataclass
+from typing import Any, Iterable, List, Optional, Tuple
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from ..errors import InvalidArgumentError
+from .cka import HsicAccumulator, gram
+from .features import capture_branches, mixing_branches
+
+__all__ = ['CkaMatrix', 'cka_matrix']
+
+
+@dataclass
+class CkaMatrix:
+    """CKA between each feature of model A (rows) and of model B (columns), in order from the input."""
+    matrix: np.ndarray        # (len(names_a), len(names_b))
+    names_a: List[str]
+    names_b: List[str]
+    examples: int             # examples seen
+    batches: int
+
+    @property
+    def mean_diagonal(self) -> float:
+        """Mean of the diagonal entries (Fig. 2(a)); of the leading square part if the matrix is not square."""
+        return float(np.mean(np.diagonal(self.matrix)))
+
+
+def _inputs(batch: Any) -> torch.Tensor:
+    if isinstance(batch, (tuple, list)) and batch:
+        batch = batch[0]  # (input, target) as a DataLoader yields
+    if not isinstance(batch, torch.Tensor):
+        raise InvalidArgumentError(f'each batch must be an input tensor or an (input, target) pair, got '
+                                   f'{type(batch).__name__}')
+    return batch
+
+
+def _device(model: nn.Module) -> torch.device:
+    return next(iter(model.parameters())).device
+
+
+@torch.no_grad()
+def _grams(model: nn.Module, names: List[str], x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    with capture_branches(model) as store:
+        model(x.to(_device(model)))
+    missing = [n for n in names if n not in store]
+    if missing:
+        raise InvalidArgumentError(f'the forward of {type(model).__name__} did not run its mixing branches {missing}')
+    return tuple(gram(store[n].cpu()) for n in names)
+
+
+def cka_matrix(
+        model_a: nn.Module,
+        model_b: nn.Module,
+        batches: Iterable[Any],
+        batches_b: Optional[Iterable[Any]] = None,
+) -> CkaMatrix:
+    """Mini-batch linear CKA (Nguyen et al. 2021, §3.1(2)) between every mixing branch of `model_a` and of
+    `model_b`, each taken just before its skip connection (see `capture_branches`): an L-block Mixer gives 2L
+    features, an SW-MLP one per block.
+
+    Args:
+        model_a: A PK-family Mixer or SW-MLP (run in eval mode, restored afterwards).
+        model_b: Another (or the same) model.
+        batches: Input batches (B, C, H, W), or (input, target) pairs; each batch needs B ≥ 4 (unbiased HSIC).
+            The HSIC terms are summed over the batches, then the ratio is taken.
+        batches_b: The same examples, transformed for `model_b` (another normalisation); default `batches`.
+    """
+    names_a = [n for n, _ in mixing_branches(model_a)]
+    names_b = [n for n, _ in mixing_branches(model_b)]
+    acc = HsicAccumulator(len(names_a), len(names_b))
+    modes = model_a.training, model_b.training
+    model_a.eval()
+    model_b.eval()
+    try:
+        pairs = zip(batches, batches_b) if batches_b is not None else ((b, b) for b in batches)
+        for batch_a, batch_b in pairs:
+            x_a, x_b = _inputs(batch_a), _inputs(batch_b)
+            if x_a.shape[0] != x_b.shape[0]:
+                raise InvalidArgumentError(f'batches and batches_b disagree on the batch size: {x_a.shape[0]} != '
+                                           f'{x_b.shape[0]}')
+            grams_a = _grams(model_a, names_a, x_a)
+            same = model_b is model_a and batches_b is None
+            acc.update(grams_a, grams_a if same else _grams(model_b, names_b, x_b))
+    finally:
+        model_a.train(modes[0])
+        model_b.train(modes[1])
+    return CkaMatrix(acc.cka().numpy(), names_a, names_b, acc.examples, acc.batches)

@@ -1,0 +1,104 @@
+"""Figures of the analyses (matplotlib, the optional `plot` extra): Fig. 2(a)-(c), Fig. 4 (right), Fig. S.1 and the
+spectra of trained models. Each function draws one PNG from computed data and returns nothing."""
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from ..research.figures import require_matplotlib
+from .compare import CkaMatrix
+
+__all__ = ['plot_cka_matrix', 'plot_cka_vs_density', 'plot_fig4', 'plot_fig_s1', 'plot_layer_spectra']
+
+
+def plot_cka_matrix(result: CkaMatrix, path: str, label_a: str, label_b: str) -> None:
+    """Fig. 2(b)/(c): the CKA matrix, features numbered 1.. from the input (rows: model A, columns: model B)."""
+    figure = require_matplotlib()(figsize=(4.6, 3.9))
+    ax = figure.add_subplot()
+    im = ax.imshow(result.matrix, vmin=0, vmax=1, cmap='magma', origin='lower')
+    rows, cols = result.matrix.shape
+    for i in range(rows):
+        for j in range(cols):
+            value = result.matrix[i, j]
+            ax.text(j, i, f'{value:.2f}', ha='center', va='center', fontsize=7,
+                    color='black' if value > 0.6 else 'white')
+    ax.set_xticks(range(cols), [str(j + 1) for j in range(cols)])
+    ax.set_yticks(range(rows), [str(i + 1) for i in range(rows)])
+    ax.set_xlabel(label_b)
+    ax.set_ylabel(label_a)
+    ax.set_title(f'CKA, mean diagonal {result.mean_diagonal:.3f}', fontsize=9)
+    figure.colorbar(im, ax=ax)
+    figure.tight_layout()
+    figure.savefig(path, dpi=130)
+
+
+def plot_cka_vs_density(densities: Sequence[float], means: Sequence[float], path: str, label_a: str,
+                        mixer_density: Optional[float] = None) -> None:
+    """Fig. 2(a): mean diagonal CKA against the SW-MLP's density p (log scale), with the Mixer's own p."""
+    figure = require_matplotlib()(figsize=(4.6, 3.4))
+    ax = figure.add_subplot()
+    order = np.argsort(densities)
+    ax.plot(np.asarray(densities)[order], np.asarray(means)[order], 'o-', label=f'{label_a} vs SW-MLP')
+    if mixer_density is not None:
+        ax.axvline(mixer_density, color='gray', ls='--', label=f"Mixer's p = {mixer_density:.3g}")
+    ax.set_xscale('log', base=2)
+    ax.set_xlabel('SW-MLP density p')
+    ax.set_ylabel('mean diagonal CKA')
+    ax.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=130)
+
+
+def plot_fig4(rows: List[Dict[str, float]], gamma: float, path: str) -> None:
+    """Fig. 4 (right): largest singular value against the width γm — SW-MLP's M ⊙ A (mean ± sd), c_γ, the
+    sparse edge √L+, and the Mixers' token and channel W."""
+    figure = require_matplotlib()(figsize=(5.2, 3.8))
+    ax = figure.add_subplot()
+    width = np.array([gamma * r['m'] for r in rows])
+    ax.errorbar(width, [r['sv_max_mean'] for r in rows], yerr=[r['sv_max_sd'] for r in rows], fmt='o-',
+                color='tab:blue', label='SW-MLP M ⊙ A')
+    ax.plot(width, [r['sqrt_L_plus'] for r in rows], ':', color='tab:blue', label='√L+ (eq. 17)')
+    ax.axhline(rows[0]['c_gamma'], color='tab:red', label=f'c_γ = 1 + √γ = {rows[0]["c_gamma"]:.3f}')
+    ax.plot(width, [r['mixer_token_sv_max_mean'] for r in rows], 's--', color='tab:green', ms=4,
+            label='Mixer token W (γS × S)')
+    ax.plot(width, [r['mixer_channel_sv_max_mean'] for r in rows], '^--', color='tab:olive', ms=4,
+            label='Mixer channel W (γC × C)')
+    ax.set_xlabel('width γm')
+    ax.set_ylabel('largest singular value')
+    ax.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=130)
+
+
+def plot_fig_s1(rows: List[Dict[str, float]], values: np.ndarray, a_kept: float, path: str) -> None:
+    """Fig. S.1 (center, right): the singular values λ at one a (histogram), the largest λ against a."""
+    figure = require_matplotlib()(figsize=(8.4, 3.4))
+    left, right = figure.subplots(1, 2)
+    if values.size:
+        left.hist(values, bins=80, density=True, color='tab:blue')
+        left.set_yscale('log')
+    left.set_xlabel('λ')
+    left.set_title(f'a = {a_kept:g}, Ω = 10³ ({rows[0]["trials"]} trials)', fontsize=9)
+    right.errorbar([r['a'] for r in rows], [r['sv_max_mean'] for r in rows], yerr=[r['sv_max_sd'] for r in rows],
+                   fmt='o-')
+    right.set_xlabel('a  (m = Ω^((1+a)/2), p = Ω^(−a))')
+    right.set_ylabel('largest λ')
+    figure.tight_layout()
+    figure.savefig(path, dpi=130)
+
+
+def plot_layer_spectra(table: List[Dict[str, float]], path: str, title: str) -> None:
+    """Largest singular value of every mixing FC of a trained model, at initialisation, and the edge
+    predicted for its initialisation."""
+    figure = require_matplotlib()(figsize=(max(5., 0.45 * len(table) + 2), 3.8))
+    ax = figure.add_subplot()
+    x = np.arange(len(table))
+    ax.plot(x, [r['sv_max'] for r in table], 'o-', label='trained')
+    ax.plot(x, [r['sv_max_init'] for r in table], 's-', label='initialisation')
+    ax.plot(x, [r['edge_init'] for r in table], '_', ms=14, mew=2, color='tab:red', label='edge of the init')
+    ax.set_xticks(x, [r['layer'].replace('blocks.', '').replace('mlp_', '') for r in table], rotation=60,
+                  ha='right', fontsize=7)
+    ax.set_ylabel('largest singular value')
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=130)

@@ -1,0 +1,264 @@
+"""`pkmixer analyze cka A B…` (Fig. 2) and `pkmixer analyze spectra` (Fig. 4 right, Fig. S.1, trained models)."""
+import argparse
+import csv
+import re
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+from ..errors import InvalidArgumentError
+from ..validation import cli_type, positive_real, real
+from ._common import POSITIVE_INT, add_command, add_model_options
+
+__all__ = ['add_commands']
+
+_CHECKPOINTS = ('last.pth.tar', 'model_best.pth.tar')
+
+
+def _checkpoint_file(path: Path) -> Path:
+    """The checkpoint of a train.py run folder (last.pth.tar, else model_best.pth.tar), or the file itself."""
+    if not path.exists():
+        raise FileNotFoundError(2, 'no run folder or checkpoint', str(path))
+    if path.is_file():
+        return path
+    for name in _CHECKPOINTS:
+        if (path / name).is_file():
+            return path / name
+    raise FileNotFoundError(2, f'a train.py run folder holds {" or ".join(_CHECKPOINTS)}; none in', str(path))
+
+
+def _load(spec: str, args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], str, str, Dict[str, Any]]:
+    """(model in eval mode, the run's train.py arguments, a label, the model name, the arguments it was built
+    with) of a run folder or checkpoint."""
+    from ..hub import build_validated_model, read_checkpoint
+    ckpt = read_checkpoint(str(_checkpoint_file(Path(spec))))
+    name = args.model or ckpt.train_args.get('model')
+    if not name:
+        raise InvalidArgumentError(f'{spec}: the checkpoint does not record its model; give --model')
+    model, kwargs = build_validated_model(name, ckpt, args.model_kwargs)
+    path = Path(spec)
+    label = path.name if path.is_dir() else path.stem.replace('.pth', '')
+    return model, ckpt.train_args, label, name, kwargs
+
+
+def _safe(label: str) -> str:
+    return re.sub(r'[^\w.-]+', '_', label)
+
+
+def _write_csv(path: Path, rows: List[Dict[str, Any]]) -> None:
+    with open(path, 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: f'{v:.6g}' if isinstance(v, float) else v for k, v in row.items()})
+
+
+def _data_config(train_args: Dict[str, Any], model: Any) -> Dict[str, Any]:
+    """Evaluation transform settings: the run's (as train.py resolves them), else the model's own input size."""
+    from timm.data import resolve_data_config
+    args = dict(train_args)
+    if not args.get('input_size') and not args.get('img_size') and hasattr(model, 'img_size'):
+        args['input_size'] = (model.in_chans, *model.img_size)
+    return resolve_data_config(args, model=model)
+
+
+def _loader(args: argparse.Namespace, train_args: Dict[str, Any], config: Dict[str, Any]):
+    """Batches of the evaluation split, in a fixed order (the same examples for every model)."""
+    import torch
+    from timm.data import create_dataset, create_transform
+    data_dir = args.data_dir or train_args.get('data_dir')
+    if not data_dir:
+        raise InvalidArgumentError('give --data-dir (the run does not record its data_dir)')
+    if not Path(data_dir).exists():
+        raise FileNotFoundError(2, 'no data folder', str(data_dir))
+    split = args.split or train_args.get('val_split') or 'validation'
+    dataset = create_dataset(args.dataset if args.dataset is not None else train_args.get('dataset') or '',
+                             root=data_dir, split=split, is_training=False)
+    dataset.transform = create_transform(**config, is_training=False)
+    count = len(dataset) if args.num_samples is None else min(args.num_samples, len(dataset))
+    if count < 4:
+        raise InvalidArgumentError(f'{data_dir} split {split!r} holds {count} examples; CKA needs at least 4')
+    index = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(0))[:count].sort().values
+    subset = torch.utils.data.Subset(dataset, index.tolist())
+    rest = count % args.batch_size
+    return torch.utils.data.DataLoader(subset, batch_size=args.batch_size, shuffle=False, num_workers=0,
+                                       drop_last=0 < rest < 4)  # the unbiased HSIC needs 4 examples a batch
+
+
+def run_cka(args: argparse.Namespace) -> int:
+    from ..analysis import cka_matrix
+    if args.batch_size < 4:
+        raise InvalidArgumentError('--batch-size must be at least 4 (the unbiased HSIC)')
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    model_a, train_a, label_a, _, _ = _load(args.model_a, args)
+    config_a = _data_config(train_a, model_a)
+    batches_a = _loader(args, train_a, config_a)
+    desc_a = model_a.describe()
+    summary = []
+    for spec in args.models_b:
+        model_b, train_b, label_b, _, _ = _load(spec, args)
+        config_b = _data_config(train_b, model_b)
+        batches_b = None if config_b == config_a else _loader(args, train_a, config_b)
+        result = cka_matrix(model_a, model_b, batches_a, batches_b)
+        rows = [dict(feature_a=name, **{n: float(v) for n, v in zip(result.names_b, line)})
+                for name, line in zip(result.names_a, result.matrix)]
+        _write_csv(out / f'cka_{_safe(label_b)}.csv', rows)
+        desc_b = model_b.describe()
+        summary.append(dict(model_a=label_a, model_b=label_b, family_b=desc_b.family, density_b=float(desc_b.density),
+                            mean_diagonal=result.mean_diagonal, mean_all=float(result.matrix.mean()),
+                            rows=len(result.names_a), cols=len(result.names_b),
+                            examples=result.examples, batches=result.batches))
+        print(f'{label_a} vs {label_b} ({desc_b.family}, p = {desc_b.density:.4g}): mean diagonal CKA '
+              f'{result.mean_diagonal:.4f} over {result.examples} examples', flush=True)
+        if not args.no_figures:
+            from ..analysis.figures import plot_cka_matrix
+            plot_cka_matrix(result, str(out / f'cka_{_safe(label_b)}.png'), label_a, label_b)
+    _write_csv(out / 'cka_summary.csv', summary)
+    if len(summary) > 1 and not args.no_figures:
+        from ..analysis.figures import plot_cka_vs_density
+        plot_cka_vs_density([r['density_b'] for r in summary], [r['mean_diagonal'] for r in summary],
+                            str(out / 'cka_vs_density.png'), label_a, float(desc_a.density))
+    print(f'wrote {out} ({time.perf_counter() - start:.1f} s)')
+    return 0
+
+
+def _run_trained(args: argparse.Namespace, out: Path) -> None:
+    import timm
+    import torch
+
+    from ..analysis import spectra_table
+    everything = []
+    for spec in args.runs:
+        model, train_args, label, name, kwargs = _load(spec, args)
+        torch.manual_seed(int(train_args.get('seed') or 0))
+        init = timm.create_model(name, **kwargs)  # the same architecture, freshly initialised
+        table = spectra_table(model, init)
+        _write_csv(out / f'spectra_{_safe(label)}.csv', table)
+        everything += [dict(run=label, **row) for row in table]
+        worst = max(table, key=lambda r: r['sv_max'] / r['edge_init'])
+        print(f'{label}: {len(table)} mixing FCs; largest σ_max/edge {worst["sv_max"] / worst["edge_init"]:.3f} '
+              f'({worst["layer"]})', flush=True)
+        if not args.no_figures:
+            from ..analysis.figures import plot_layer_spectra
+            plot_layer_spectra(table, str(out / f'spectra_{_safe(label)}.png'), label)
+    _write_csv(out / 'spectra_runs.csv', everything)
+
+
+def _run_fig4(args: argparse.Namespace, out: Path) -> None:
+    from ..analysis import FIG4_DIMS, FIG4_TOKENS, fig4_spectra
+    omega = 2 ** 19 if args.omega is None else args.omega
+    gamma = 2.0 if args.gamma is None else args.gamma
+    dims = args.C or list(FIG4_DIMS)
+    tokens = args.S
+    if tokens is None and args.C is None and omega == 2 ** 19 and gamma == 2.0:
+        tokens = list(FIG4_TOKENS)  # C.2's own S
+    if tokens is not None and len(tokens) != len(dims):
+        raise InvalidArgumentError(f'--S gives {len(tokens)} values for {len(dims)} values of --C')
+    rows = fig4_spectra(omega, gamma, dims, tokens, trials=args.trials or 10)
+    _write_csv(out / 'spectra.csv', rows)
+    for r in rows:
+        print(f"C={r['C']:3d} S={r['S']:3d} m={r['m']:5d} p={r['p']:.4f}: SW-MLP σ_max {r['sv_max_mean']:.4f} "
+              f"± {r['sv_max_sd']:.4f} (√L+ {r['sqrt_L_plus']:.4f}, c_γ {r['c_gamma']:.4f}); Mixer W token "
+              f"{r['mixer_token_sv_max_mean']:.4f}, channel {r['mixer_channel_sv_max_mean']:.4f}", flush=True)
+    if not args.no_figures:
+        from ..analysis.figures import plot_fig4
+        plot_fig4(rows, gamma, str(out / 'spectra.png'))
+
+
+def _run_fig_s1(args: argparse.Namespace, out: Path) -> None:
+    import numpy as np
+
+    from ..analysis import fig_s1_spectra
+    if args.gamma is not None or args.C or args.S:
+        raise InvalidArgumentError('--fig-s1 takes --omega, --a and --trials (not --gamma, --C, --S)')
+    omega = 1e3 if args.omega is None else args.omega
+    a_values = args.a if args.a is not None else [0, 0.25, 1 / 3, 0.5, 0.75, 1, 1.25, 1.5, 1.75, 2]
+    rows, values = fig_s1_spectra(a_values, omega, trials=args.trials or 50, keep_values_at=args.hist_a)
+    _write_csv(out / 'fig_s1.csv', rows)
+    if values.size:
+        counts, edges = np.histogram(values, bins=100)
+        _write_csv(out / 'fig_s1_hist.csv', [dict(lo=float(lo), hi=float(hi), count=int(c))
+                                             for lo, hi, c in zip(edges[:-1], edges[1:], counts)])
+    for r in rows:
+        print(f"a={r['a']:.3f} m={r['m']:6d} p={r['p']:.3g}: largest λ {r['sv_max_mean']:.4f} ± {r['sv_max_sd']:.4f}",
+              flush=True)
+    if not args.no_figures:
+        from ..analysis.figures import plot_fig_s1
+        plot_fig_s1(rows, values, args.hist_a, str(out / 'fig_s1.png'))
+
+
+def run_spectra(args: argparse.Namespace) -> int:
+    if args.runs and (args.fig_s1 or any(v is not None for v in (args.omega, args.gamma, args.C, args.S, args.a))):
+        raise InvalidArgumentError('RUN folders take no --fig-s1, --omega, --gamma, --C, --S or --a (those make '
+                                   'the random matrices of Fig. 4 and Fig. S.1)')
+    if args.a is not None and not args.fig_s1:
+        raise InvalidArgumentError('--a needs --fig-s1')
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    if args.runs:
+        _run_trained(args, out)
+    elif args.fig_s1:
+        _run_fig_s1(args, out)
+    else:
+        _run_fig4(args, out)
+    print(f'wrote {out} ({time.perf_counter() - start:.1f} s)')
+    return 0
+
+
+def _needs_subcommand(args: argparse.Namespace) -> int:
+    raise InvalidArgumentError('give a subcommand: cka or spectra (pkmixer analyze --help)')
+
+
+def _a_value(name: str, value: Any) -> float:
+    value = real(name, value)
+    if value < 0:
+        raise InvalidArgumentError(f'{name} must be >= 0 (p = Ω^-a <= 1), got {value:g}')
+    return value
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    top = add_command(subparsers, 'analyze', _needs_subcommand,
+                      help="the paper's analyses: CKA of hidden features (Fig. 2), spectra (Fig. 4 right, S.1)",
+                      description="The paper's analyses, computed from the package's real layers.")
+    sub = top.add_subparsers(dest='analysis', metavar='ANALYSIS')
+
+    p = add_command(sub, 'cka', run_cka, help='mini-batch CKA between the mixing branches of two models (Fig. 2)',
+                    description='Mini-batch linear CKA (Nguyen et al. 2021) between the features of model A and '
+                                'of each model B, taken just before every skip connection (C.1): the matrix (CSV '
+                                'and heatmap, Fig. 2(b)/(c)) and its mean diagonal; with several B (SW-MLPs of '
+                                'different density) also the mean diagonal against p (Fig. 2(a)).')
+    p.add_argument('model_a', metavar='A', help='train.py run folder (args.yaml + last.pth.tar) or a checkpoint')
+    p.add_argument('models_b', metavar='B', nargs='+', help='one or more run folders or checkpoints')
+    add_model_options(p, required=False, help='model name for checkpoints that do not record it')
+    p.add_argument('--data-dir', help="data folder (default: the run's data_dir)")
+    p.add_argument('--dataset', default=None, help="timm dataset name (default: the run's, '' = image folder)")
+    p.add_argument('--split', default=None, help="split to read (default: the run's val_split, else 'validation')")
+    p.add_argument('--batch-size', type=POSITIVE_INT, default=256, help='mini-batch size (default 256)')
+    p.add_argument('--num-samples', type=POSITIVE_INT, default=None, help='use a fixed random subset of N examples')
+    p.add_argument('--out-dir', required=True, help='where the CSV files and figures go')
+    p.add_argument('--no-figures', action='store_true', help='write the CSV files only')
+
+    p = add_command(sub, 'spectra', run_spectra,
+                    help='largest singular values: Fig. 4 (right), Fig. S.1, or every mixing layer of trained runs',
+                    description='Without RUN: Fig. 4 (right) — the largest singular value of the SW-MLP weight '
+                                'M ⊙ A (γm × m) at fixed Ω against c_γ = 1 + √γ and √L+ (eq. 17), with the Mixers\' '
+                                'W; default the paper\'s Ω = 2^19, γ = 2, C.2\'s (C, S). With --fig-s1: Fig. S.1 '
+                                '(D.1). With RUN folders: every mixing FC of the trained models against its '
+                                'initialisation.')
+    p.add_argument('runs', metavar='RUN', nargs='*', help='train.py run folders or checkpoints (trained spectra)')
+    add_model_options(p, required=False, help='model name for checkpoints that do not record it')
+    p.add_argument('--omega', type=cli_type(positive_real, float, 'omega'), help='Ω (default 2^19; 10^3 with --fig-s1)')
+    p.add_argument('--gamma', type=cli_type(positive_real, float, 'gamma'), help='γ (default 2)')
+    p.add_argument('--C', type=POSITIVE_INT, nargs='+', help='channels C (default C.2: 4 8 … 48 64)')
+    p.add_argument('--S', type=POSITIVE_INT, nargs='+', help='tokens S, one per --C (default: S(C) at Ω, eq. 14)')
+    p.add_argument('--trials', type=POSITIVE_INT, help='random draws per point (default 10; 50 with --fig-s1)')
+    p.add_argument('--fig-s1', action='store_true', help='Fig. S.1: Z = M ⊙ W, m = Ω^((1+a)/2), p = Ω^(−a)')
+    p.add_argument('--a', type=cli_type(_a_value, float, 'a'), nargs='+',
+                   help='--fig-s1: the exponents a (default 0 0.25 1/3 0.5 … 2)')
+    p.add_argument('--hist-a', type=float, default=1.5, help='--fig-s1: a whose λ are histogrammed (default 1.5)')
+    p.add_argument('--out-dir', required=True, help='where the CSV files and figures go')
+    p.add_argument('--no-figures', action='store_true', help='write the CSV files only')
+

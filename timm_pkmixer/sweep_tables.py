@@ -1,0 +1,205 @@
+"""The paper's sweeps as data: for each figure, its points' settings and the training it states, with sources.
+
+Each :class:`Figure` is one figure's sweep (Hayase & Karakida, ICML 2024, App. C and D). Every value carries its
+source: a section or caption, or ``ours: why`` where the paper is silent. A figure has
+
+* ``expects``: train.py keys the paper states for it and the base recipe should already hold (the sweep reports a
+  base recipe that differs; the packaged recipes are tested to agree);
+* ``overrides``: train.py keys the figure changes from its base recipe's training (set in every point's recipe);
+* ``model``: how the points are built (for ``--explain``; the numbers are in :attr:`Figure.params`);
+* ``seeds``: the number of seeds the paper trains per point.
+
+A packaged recipe names the figures it is the base of on ``# figure: KEY`` lines; `pkmixer sweep` picks the one of
+the requested experiment (or the one given).
+"""
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Tuple
+
+__all__ = ['Setting', 'Figure', 'FIGURES', 'IMAGENET_SWEEP_OMEGA', 'IMAGENET_SWEEP_PATCHES', 'CIFAR_SWEEP_PAIRS',
+           'DEPTHS', 'SW_MLP_DENSITIES', 'MLP_MIXER_DIMS', 'FIG4_DIMS', 'FIG4_TOKENS', 'FIG4_SW_DENSITIES',
+           'FIGS6_DIMS', 'GAMMA_OMEGA', 'GAMMA_WIDTH', 'PATCHES_32', 'PATCHES_90']
+
+IMAGENET_SWEEP_OMEGA = 290217984  # γ(768²·196 + 768·196²)/2 with γ = 4: Mixer-B/16's Ω (C.5)
+IMAGENET_SWEEP_PATCHES = (7, 8, 14, 16, 28, 32)  # C.5
+# C.4 (i): the (C, S) pairs of the S-Mixer sweeps, as printed in the paper.
+CIFAR_SWEEP_PAIRS: Dict[int, Tuple[Tuple[int, int], ...]] = {
+    2 ** 18: ((16, 173), (32, 113), (48, 83), (83, 48), (113, 32), (173, 16)),
+    2 ** 21: ((16, 504), (32, 346), (64, 226), (226, 64), (346, 32), (504, 16)),
+    2 ** 27: ((128, 1386), (256, 904), (904, 256), (1386, 128)),
+}
+DEPTHS = (4, 8, 12, 16, 20)                         # C.6, Fig. 7
+SW_MLP_DENSITIES = (0.9, 0.7, 0.5, 0.3, 0.1)       # C.4 (ii): 1 - p = 0.1 … 0.9; D.2: p = 0.1 … 0.9
+MLP_MIXER_DIMS = (16, 32, 48, 64, 83, 113, 173)     # D.2, Fig. S.2
+FIG4_DIMS = (4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 64)          # C.2
+FIG4_TOKENS = (360, 252, 203, 173, 152, 136, 124, 113, 104, 96, 89, 83, 64)  # C.2, as printed
+FIG4_SW_DENSITIES = tuple(2. ** -n for n in range(7))  # C.1's grid 2^-n, up to n = 6 (γm = 8192)
+FIGS6_DIMS = (16, 32, 64, 114, 173)                 # Fig. S.6 caption
+GAMMA_OMEGA, GAMMA_WIDTH = 2 ** 20, 4096            # Fig. S.3: m = 4096 (caption); Ω ours
+PATCHES_32 = (1, 2, 4, 8, 16, 32)                   # D.6, CIFAR
+PATCHES_90 = (1, 3, 6, 10, 18, 30)                  # D.6, STL-10 at 90 px
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of a figure: its name (a train.py key for training settings), value and source."""
+    name: str
+    value: Any
+    source: str
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str
+    title: str
+    experiment: str
+    seeds: Setting
+    expects: Tuple[Setting, ...] = ()
+    overrides: Tuple[Setting, ...] = ()
+    model: Tuple[Setting, ...] = ()
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+def _s(name: str, value: Any, source: str) -> Setting:
+    return Setting(name, value, source)
+
+
+# C.4: "Unless otherwise specified, these settings were used throughout the whole study on CIFAR-10, CIFAR-100, and
+# STL-10."
+C4_TRAINING = (
+    _s('opt', 'nesterov', 'C.4: Nesterov SGD'), _s('momentum', 0.9, 'C.4'), _s('batch_size', 128, 'C.4'),
+    _s('epochs', 200, 'C.4'), _s('lr', 0.02, 'C.4'), _s('sched', 'cosine', 'C.4: cosine annealing'),
+    _s('img_size', 32, 'C.4: images resized to 32×32×3'), _s('hflip', 0.5, 'C.4: random horizontal flip'))
+
+
+def _c4(**changed: Optional[Setting]) -> Tuple[Setting, ...]:
+    """C.4's training with some settings replaced by the figure's own (None: dropped)."""
+    out = tuple(changed.pop(s.name, s) for s in C4_TRAINING) + tuple(changed.values())
+    return tuple(s for s in out if s is not None)
+
+
+_FIG5_MODEL = (
+    _s('S-Mixer L', 8, 'C.4 (i): eight blocks'), _s('P', 4, 'C.4: per-patch FC, P = 4, S0 = 64'),
+    _s('(C, S) pairs', 'CIFAR_SWEEP_PAIRS[Ω]', 'C.4 (i), as printed for Ω = 2^18, 2^21, 2^27'),
+    _s('Ω', 2 ** 18, 'C.4 (i) lists 2^18, 2^21, 2^27: 2^18 unless omega is given (ours: the first)'))
+_SW_ARM_FIG5 = (
+    _s('SW-MLP L', 8, 'C.4 (ii): eight blocks'), _s('SW-MLP Ω', 2 ** 18, 'C.4 (ii): Ω = 2^18 (only)'),
+    _s('SW-MLP 1 − p', '0.1, 0.3, 0.5, 0.7, 0.9', 'C.4 (ii): m = 540, 612, 724, 935, 1619 (eq. S.43)'))
+
+_FIGURES = [
+    Figure('fig4', 'Fig. 4 (left): MLP-Mixer and SW-MLP against γm at Ω = 2^19', 'width',
+           seeds=_s('seeds', 4, 'C.2: four random seeds'),
+           expects=(_s('opt', 'adamw', 'C.1 (C.2: "the same training settings as in Figure 2 (a)")'),
+                    _s('batch_size', 128, 'C.1'), _s('epochs', 600, 'C.1'), _s('lr', 0.01, 'C.1'),
+                    _s('aa', 'original', 'C.1: auto-augmentation (ours: timm\'s AutoAugment policy "original")'),
+                    _s('sched', 'cosine', 'C.1: cosine annealing'), _s('img_size', 32, 'C.1: CIFAR-10')),
+           model=(_s('MLP-Mixer L', 3, 'C.1'), _s('γ', 2, 'C.1, C.2'), _s('P', 4, 'C.1'),
+                  _s('Ω', 2 ** 19, 'C.2'), _s('C', ', '.join(map(str, FIG4_DIMS)), 'C.2'),
+                  _s('S', ', '.join(map(str, FIG4_TOKENS)), 'C.2 (eq. 14, nearest integer)'),
+                  _s('AdamW momentum', 0.9, 'C.1: β1 = 0.9, timm\'s AdamW default'),
+                  _s('SW-MLP blocks', 6, 'C.1: the SW-MLP replaces the 3 token and 3 channel MLPs: 6 blocks, '
+                                         'the Mixer\'s depth counted per mixing'),
+                  _s('SW-MLP γ, Ω', '2, 2^19', 'C.2: the same Ω and γ as the Mixers'),
+                  _s('SW-MLP p', '2^-n, n = 0 … 6',
+                     'ours: C.1\'s grid 2^-n (n = 0 … 10) up to n = 6, where γm = 1024·2^(n/2) reaches 8192, '
+                     'the right end (≈ 8000) of Fig. 4 (left)')),
+           params=dict(kind='dims', dims=FIG4_DIMS, omega=2 ** 19, gamma=2.0, num_blocks=3, patch_size=4,
+                       sw_mlp=dict(num_blocks=6, omega=2 ** 19, gamma=2.0, densities=FIG4_SW_DENSITIES))),
+    Figure('fig5', 'Fig. 5: S-Mixers and SW-MLPs against m at fixed Ω', 'width',
+           seeds=_s('seeds', 3, 'C.4: three trials'), expects=C4_TRAINING, model=_FIG5_MODEL + _SW_ARM_FIG5,
+           params=dict(kind='pairs', omega=2 ** 18, num_blocks=8,
+                       sw_mlp=dict(num_blocks=8, omega=2 ** 18, gamma=1.0, densities=SW_MLP_DENSITIES))),
+]
+for _ds, (_omega, _opt, _lr, _batch, _epochs, _seeds) in {
+        'cifar10': (2 ** 21, 'adamw', 0.02, 1024, 2000, 5), 'cifar100': (2 ** 21, 'nesterov', 0.1, 128, 600, 5),
+        'stl10': (2 ** 18, 'nesterov', 0.1, 128, 2000, 3)}.items():
+    _FIGURES.append(Figure(
+        f'fig6-{_ds}', f'Fig. 6 ({_ds}): S-Mixers against C at fixed Ω, L = 12 (Table S.2)', 'width',
+        seeds=_s('seeds', _seeds, 'C.5: five trials on CIFAR, three on STL-10'),
+        expects=_c4(opt=_s('opt', _opt, 'Table S.2 ("SGD": ours, C.4\'s Nesterov SGD)' if _opt != 'adamw'
+                           else 'Table S.2'),
+                    momentum=None if _opt == 'adamw' else _s('momentum', 0.9, 'C.4'), lr=_s('lr', _lr, 'Table S.2'),
+                    batch_size=_s('batch_size', _batch, 'Table S.2'),
+                    epochs=_s('epochs', _epochs, 'Table S.2 (the C.5 text differs for CIFAR; the table wins)')),
+        model=(_s('S-Mixer L', 12, 'Table S.2'), _s('Ω', _omega, 'Table S.2'),
+               _s('(C, S) pairs', 'CIFAR_SWEEP_PAIRS[Ω]', 'C.5: "the same pairs (S, C) … as Sec. C.4"'),
+               _s('P', 4, 'C.4'), _s('SW-MLP arm', 'none', 'Fig. 6 has none')),
+        params=dict(kind='pairs', omega=_omega, num_blocks=12, sw_mlp=None)))
+_FIGURES += [
+    Figure('fig6d', 'Fig. 6 (d): MLP-Mixers on ImageNet-1k against C at fixed Ω', 'width',
+           seeds=_s('seeds', 3, 'C.5: three trials'),
+           expects=(_s('opt', 'adamw', 'C.5'), _s('epochs', 300, 'C.5'), _s('sched', 'cosine', 'C.5'),
+                    _s('weight_decay', 0.05, 'C.5'), _s('warmup_epochs', 5, 'C.5'), _s('warmup_lr', 1e-6, 'C.5'),
+                    _s('min_lr', 1e-5, 'C.5'), _s('smoothing', 0.1, 'C.5'), _s('mixup', 0.8, 'C.5'),
+                    _s('cutmix', 1.0, 'C.5'), _s('reprob', 0.25, 'C.5'), _s('aa', 'rand-m9-mstd0.5-inc1', 'C.5')),
+           model=(_s('L', 8, 'Table S.2'), _s('γ', 4, 'C.5'), _s('Ω', IMAGENET_SWEEP_OMEGA, 'C.5'),
+                  _s('P', ', '.join(map(str, IMAGENET_SWEEP_PATCHES)), 'C.5'), _s('C', '3P²', 'C.5'),
+                  _s('S', 'eq. S.44, nearest integer', 'C.5')),
+           params=dict(kind='imagenet')),
+]
+for _ds in ('cifar10', 'cifar100'):
+    _FIGURES.append(Figure(
+        f'figS2-{_ds}', f'Fig. S.2 ({_ds}): MLP-Mixers and SW-MLPs with γ = 4 against m', 'width',
+        seeds=_s('seeds', 3, 'C.4 (D.2 gives none; C.4\'s settings hold "unless otherwise specified")'),
+        expects=_c4(lr=_s('lr', 0.1, 'D.2')), overrides=(_s('lr', 0.1, 'D.2: initial learning rate 0.1'),),
+        model=(_s('γ', 4, 'D.2'), _s('C', ', '.join(map(str, MLP_MIXER_DIMS)), 'D.2'),
+               _s('Ω', 2 ** 18, 'D.2 lists 2^18 and 2^20: 2^18 unless omega is given (ours: the first)'),
+               _s('S', 'eq. 14 at (Ω, γ), nearest integer', 'D.2'),
+               _s('MLP-Mixer L', 8, 'ours: D.2 gives none; C.4\'s eight blocks'), _s('P', 4, 'C.4'),
+               _s('model', 'pk_mixer_ss_w_32 with the points\' S, C, γ, L', 'ours: the base recipe is C.4\'s '
+                                                                         '(an S-Mixer); D.2 trains MLP-Mixers'),
+               _s('SW-MLP p', '0.1, 0.3, 0.5, 0.7, 0.9', 'D.2'), _s('SW-MLP m', '√(Ω/(γp))', 'D.2'),
+               _s('SW-MLP L', 8, 'ours: D.2 gives none; the Mixers\' (as C.4 (ii))')),
+        params=dict(kind='dims', dims=MLP_MIXER_DIMS, omega=2 ** 18, gamma=4.0, num_blocks=8, patch_size=4,
+                    model='pk_mixer_ss_w_32',
+                    sw_mlp=dict(num_blocks=8, omega=2 ** 18, gamma=4.0, densities=SW_MLP_DENSITIES))))
+_FIGURES += [
+    Figure('figS3', 'Fig. S.3: MLP-Mixers against γ at fixed m = 4096 (eq. S.46)', 'gamma',
+           seeds=_s('seeds', 3, 'C.4 (D.3 gives none)'), expects=C4_TRAINING,
+           model=(_s('m = S·C', GAMMA_WIDTH, 'Fig. S.3 caption'),
+                  _s('Ω', GAMMA_OMEGA, 'ours: D.3 gives no Ω; at 2^20 and m = 4096 the largest γ (C = S = 64, '
+                                       'eq. S.46) is 4, D.2\'s'),
+                  _s('C', 'divisors of m in [m^¼, m^¾]', 'ours: "various γ in a realistic range" (D.3)'),
+                  _s('γ', '2Ω/(m(C + m/C))', 'D.3, eq. S.46'),
+                  _s('MLP-Mixer L', 8, 'ours: D.3 gives none; C.4\'s eight blocks'), _s('P', 4, 'C.4')),
+           params=dict(kind='gamma', omega=GAMMA_OMEGA, width=GAMMA_WIDTH, model='pk_mixer_ss_w_32',
+                       model_kwargs=dict(num_blocks=8, patch_size=4))),
+    Figure('figS6', 'Fig. S.6: test-loss curves of S-Mixers at C = 16 … 173 (D.7)', 'width',
+           seeds=_s('seeds', 5, 'Fig. S.6 caption: five trials'),
+           expects=_c4(lr=_s('lr', 0.1, 'Fig. S.6 caption'), epochs=_s('epochs', 600, 'Fig. S.6 caption')),
+           overrides=(_s('lr', 0.1, 'Fig. S.6 caption'), _s('epochs', 600, 'Fig. S.6 caption')),
+           model=(_s('S-Mixer L', 8, 'Fig. S.6 caption'), _s('C', ', '.join(map(str, FIGS6_DIMS)), 'Fig. S.6 caption'),
+                  _s('S', 'eq. S.42 at Ω = 2^18, nearest integer (173, 113, 64, 32, 16)',
+                     'ours: the caption gives C only; C.4\'s Ω = 2^18 gives its pairs'),
+                  _s('SW-MLP arm', 'none', 'Fig. S.6 has none')),
+           params=dict(kind='dims_fc', dims=FIGS6_DIMS, omega=2 ** 18, num_blocks=8)),
+    Figure('fig7', 'Fig. 7: S-Mixers against depth L', 'depth', seeds=_s('seeds', 3, 'C.6: three trials'),
+           expects=C4_TRAINING,
+           model=(_s('L', ', '.join(map(str, DEPTHS)), 'C.6'), _s('S = C', 128, 'C.6'), _s('P', 4, 'C.4')),
+           params=dict(kind='depth', depths=DEPTHS)),
+    Figure('figS4', 'Fig. S.4: one RP block among normal ones', 'rp-block',
+           seeds=_s('seeds', 3, 'C.6 (D.5: "consistent with those described in Section C.6")'), expects=C4_TRAINING,
+           model=(_s('S = C', 128, 'Fig. S.4 caption (D.5\'s text: S = C = 64)'),
+                  _s('L', 8, 'ours: the caption gives no L (the registered S-Mixer\'s 8); D.5\'s text: four blocks '
+                              'at S = C = 64, model_kwargs num_tokens=64 embed_dim=64 num_blocks=4'),
+                  _s('points', 'all normal, all random, and each block alone random', 'D.5')),
+           params=dict(kind='rp-block')),
+    Figure('figS5-cifar', 'Fig. S.5 (CIFAR): S-Mixers against the patch size P', 'patch',
+           seeds=_s('seeds', 3, 'D.6: three trials (CIFAR)'),
+           expects=_c4(lr=_s('lr', 0.1, 'D.6')), overrides=(_s('lr', 0.1, 'D.6'), _s('epochs', 200, 'D.6')),
+           model=(_s('S = C', 64, 'D.6'), _s('L', 4, 'D.6: four blocks'),
+                  _s('P', ', '.join(map(str, PATCHES_32)), 'D.6')),
+           params=dict(kind='patch', patches=PATCHES_32, img_size=32)),
+    Figure('figS5-stl10', 'Fig. S.5 (STL-10): S-Mixers against the patch size P at 90 px', 'patch',
+           seeds=_s('seeds', 5, 'D.6: five trials (STL-10)'),
+           expects=_c4(lr=_s('lr', 0.1, 'D.6'), epochs=_s('epochs', 400, 'D.6'),
+                       img_size=_s('img_size', 90, 'D.6: resized to 90×90×3')),
+           overrides=(_s('lr', 0.1, 'D.6'), _s('epochs', 400, 'D.6'), _s('img_size', 90, 'D.6')),
+           model=(_s('S = C', 64, 'D.6'), _s('L', 4, 'D.6: four blocks'),
+                  _s('P', ', '.join(map(str, PATCHES_90)), 'D.6')),
+           params=dict(kind='patch', patches=PATCHES_90, img_size=90)),
+]
+FIGURES: Dict[str, Figure] = {f.key: f for f in _FIGURES}
+
+
+def figure(key: Optional[str]) -> Optional[Figure]:
+    return None if key is None else FIGURES[key]
