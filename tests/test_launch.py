@@ -119,7 +119,7 @@ def test_train_runs_train_py_with_the_recipe_and_the_plugin(stub):
     assert record['registered'] and record['model'] == 'rp_mixer_b_w'  # registered without the autoload hook
     assert (record['batch_size'], record['grad_accum_steps'], record['model_kwargs']) == (16, 2, {'perm_seed': 3})
     assert "model rp_mixer_b_w {'perm_seed': 3}: S=256 C=588 m=150528 params=31.06M" in proc.stdout
-    assert ('global batch 32 = 16 per process × 1 processes × 2 accumulation steps; lr 8.83883e-05 '
+    assert ('global batch 32 = 16 per process × 1 process × 2 accumulation steps; lr 8.83883e-05 '
             '(lr_base 0.001 × (32/4096)^½); adamw, cosine schedule, 300 epochs') in proc.stdout
 
 

@@ -10,6 +10,7 @@ package registers (read from timm's registry, whatever their names).
 Usage: python tests/timm_suite.py [extra pytest args]
 """
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -37,12 +38,25 @@ def timm_tests_dir(version: str) -> Path:
     return target / 'tests'
 
 
+# pytest's own marks; every other `pytest.mark.NAME` of timm's test file is one of its CI marks
+_BUILTIN_MARKS = {'parametrize', 'skip', 'skipif', 'xfail', 'usefixtures', 'filterwarnings'}
+
+
+def timm_marks(test_file: Path) -> list:
+    """The marks timm's test file uses (`base`, `cfg`, `torchscript`, `features`, `fxforward`, ...), registered
+    on the command line: timm declares them in its own pytest config, which is not in the sdist's tests folder, and
+    pytest otherwise warns once per use (95 PytestUnknownMarkWarnings)."""
+    used = set(re.findall(r'pytest\.mark\.([A-Za-z_]\w*)', test_file.read_text(encoding='utf-8')))
+    return sorted(used - _BUILTIN_MARKS)
+
+
 def main() -> int:
     tests = timm_tests_dir(timm.__version__)
     select = ' or '.join(list_pkmixer_models())
     env = dict(os.environ, TORCH_BACKEND='timm_pkmixer', GITHUB_ACTIONS='true')
+    markers = '\n'.join(f'{m}: timm CI mark' for m in timm_marks(tests / 'test_models.py'))
     cmd = [sys.executable, '-m', 'pytest', str(tests / 'test_models.py'), '-k', select, '-q', '-p', 'no:cacheprovider',
-           '--rootdir', str(tests), *sys.argv[1:]]
+           '--rootdir', str(tests), '-o', f'markers={markers}', *sys.argv[1:]]
     print(f'timm {timm.__version__}: running its tests/test_models.py on our {len(list_pkmixer_models())} models '
           f'(-k "{select}")', flush=True)
     return subprocess.run(cmd, env=env, cwd=str(tests)).returncode

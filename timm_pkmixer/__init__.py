@@ -3,11 +3,18 @@
 ``s_mixer_*`` and ``sw_mlp_*`` in timm's model registry (after ``pip install`` this happens
 automatically whenever timm is imported). It adds registry entries and changes nothing in torch or timm: the
 data-parallel replica check and the CPU DDP fix are opt-in (``timm_pkmixer.replica_check``,
-``timm_pkmixer.cpu_ddp``)."""
+``timm_pkmixer.cpu_ddp``).
+
+The registration needs torch and timm, so it happens as soon as timm is imported: at once if it already is,
+else right after ``import timm`` runs. Importing the package alone (as the ``pkmixer`` command does before
+it knows which subcommand it runs) imports neither; the public names below are imported on first use.
+"""
 __version__ = '0.2.0'
 
-from .description import ModelDescription, describe_mixer, describe_sw_mlp
-from .distributed import check_replicas, install_cpu_ddp, install_ddp_replica_check
+import importlib
+import sys
+from typing import Any, List
+
 from .errors import (
     ArgumentTypeError,
     CheckpointMismatchError,
@@ -15,7 +22,76 @@ from .errors import (
     NotMaterializedError,
     UserInputError,
 )
-from .expand import expand_resolution
-from .layers import FixedPermutation, MaskedLinear, PKMlp, SkipLayer, make_pk_mlp
-from .models import PKMixer, PKMixerBlock, SparseBlock, SwMlp, check_state_dict
 
+# public name -> submodule that defines it (imported on first access, PEP 562)
+_LAZY = {
+    'ModelDescription': 'description', 'describe_mixer': 'description', 'describe_sw_mlp': 'description',
+    'check_replicas': 'distributed', 'install_cpu_ddp': 'distributed', 'install_ddp_replica_check': 'distributed',
+    'expand_resolution': 'expand',
+    'FixedPermutation': 'layers', 'MaskedLinear': 'layers', 'PKMlp': 'layers', 'SkipLayer': 'layers',
+    'make_pk_mlp': 'layers',
+    'PKMixer': 'models', 'PKMixerBlock': 'models', 'SparseBlock': 'models', 'SwMlp': 'models',
+    'check_state_dict': 'models',
+}
+__all__ = ['ArgumentTypeError', 'CheckpointMismatchError', 'InvalidArgumentError', 'NotMaterializedError',
+           'UserInputError', *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f'.{_LAZY[name]}', __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+def _register() -> None:
+    """Register the models in timm's registry (their ``@register_model`` decorators run on import)."""
+    from . import models  # noqa: F401
+
+
+class _RegisterAfterTimm:
+    """A meta-path finder that registers the models once `timm` has been imported, and not in the middle of
+    importing one of our modules (a submodule that imports timm first would otherwise meet the models'
+    imports half-initialised): it wraps the loaders of `timm` and of this package's submodules, and registers
+    when the outermost of them has run. It removes itself once the models are registered."""
+
+    def __init__(self) -> None:
+        self.depth = 0          # our submodules being executed, nested
+        self.timm_ready = False
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != 'timm' and not fullname.startswith(__name__ + '.'):
+            return None
+        import importlib.machinery
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module'):
+            return spec
+        exec_module, is_timm = spec.loader.exec_module, fullname == 'timm'
+
+        def exec_then_register(module):
+            self.depth += 0 if is_timm else 1
+            try:
+                exec_module(module)
+            finally:
+                self.depth -= 0 if is_timm else 1
+            self.timm_ready |= is_timm
+            if self.timm_ready and self.depth == 0 and self in sys.meta_path:
+                sys.meta_path.remove(self)
+                _register()
+
+        spec.loader.exec_module = exec_then_register
+        return spec
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
+if 'timm' in sys.modules:
+    _register()
+else:
+    sys.meta_path.insert(0, _RegisterAfterTimm())

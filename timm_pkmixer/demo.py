@@ -12,16 +12,14 @@ import random
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence
 
-import torch
-import torch.nn as nn
-
-from .catalog import check_model_name
 from .errors import InvalidArgumentError
+from .threads import choose_threads
 from .validation import positive_int
 
-__all__ = ['DEFAULT_MODELS', 'SHAPES', 'write_shapes_dataset', 'DemoResult', 'run_demo', 'reading', 'choose_threads']
+__all__ = ['DEFAULT_MODELS', 'SHAPES', 'write_shapes_dataset', 'DemoResult', 'run_demo', 'learned_threshold',
+           'accuracy_noise', 'reading', 'choose_threads']
 
 DEFAULT_MODELS = ('s_mixer_rp_s64c64_32', 's_mixer_s64c64_32')
 SHAPES = ('circle', 'cross', 'square', 'triangle')
@@ -69,6 +67,8 @@ class DemoResult:
     train_loss: float
     val_acc: float
     seconds: float
+    num_classes: int = len(SHAPES)
+    val_images: int = 75 * len(SHAPES)  # the default demo's validation set
 
 
 def _split_dir(root: str, names: Sequence[str]) -> str:
@@ -81,6 +81,7 @@ def _split_dir(root: str, names: Sequence[str]) -> str:
 def _train_one(name: str, train_dir: str, val_dir: str, epochs: int, batch_size: int, lr: float,
                seed: int, log) -> DemoResult:
     import timm
+    import torch
     from timm.data import create_dataset, create_loader, resolve_data_config
     from timm.loss import LabelSmoothingCrossEntropy
     from timm.optim import create_optimizer_v2
@@ -124,34 +125,18 @@ def _train_one(name: str, train_dir: str, val_dir: str, epochs: int, batch_size:
         val_acc = _accuracy(model, val_loader)
         log(f'[{name}] epoch {epoch + 1}/{epochs}  train loss {train_loss:.4f}  val acc {val_acc:5.1f}%  '
             f'({time.time() - start:.1f} s)')
-    return DemoResult(name, params, width, train_loss, val_acc, time.time() - start)
+    return DemoResult(name, params, width, train_loss, val_acc, time.time() - start, num_classes, len(val_set))
 
 
-@torch.no_grad()
-def _accuracy(model: nn.Module, loader) -> float:
+def _accuracy(model, loader) -> float:
+    import torch
     model.eval()
     correct, count = 0, 0
-    for x, y in loader:
-        correct += (model(x).argmax(-1) == y).sum().item()
-        count += len(y)
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(-1) == y).sum().item()
+            count += len(y)
     return 100. * correct / count
-
-
-def choose_threads(requested: Optional[int] = None) -> Tuple[int, str]:
-    """Threads for the demo's small models, and why: `requested`, else the cores not already busy.
-
-    PyTorch's intra-op threads wait for each other at every parallel region; on a machine whose cores are busy
-    with other jobs one descheduled thread stalls the others, and two threads took 9x longer than one (measured
-    in the README). So: as many threads as idle cores (cores − 1-minute load average), at least one.
-    """
-    if requested is not None:
-        return positive_int('threads', requested), 'as requested'
-    cores = os.cpu_count() or 1
-    if 'OMP_NUM_THREADS' in os.environ:
-        return torch.get_num_threads(), 'OMP_NUM_THREADS'
-    load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else 0.
-    free = max(1, min(torch.get_num_threads(), int(cores - load + 0.5)))
-    return free, f'{cores} cores, load average {load:.1f}'
 
 
 def run_demo(
@@ -174,6 +159,9 @@ def run_demo(
             train/ and validation/, for timm's train.py), instead of a temporary folder.
         threads: torch threads (default: the idle cores, see `choose_threads`).
     """
+    import torch
+
+    from .catalog import check_model_name
     log = log or (lambda line: None)
     n_threads, why = choose_threads(threads)
     torch.set_num_threads(n_threads)
@@ -209,13 +197,38 @@ def run_demo(
     return results
 
 
+def learned_threshold(num_classes: int) -> float:
+    """Validation accuracy (%) a model needs before the demo compares it: halfway from chance to 100 %."""
+    chance = 100. / num_classes
+    return chance + (100. - chance) / 2
+
+
+def accuracy_noise(a: DemoResult, b: DemoResult) -> float:
+    """Two standard errors (in points) of the difference of two validation accuracies, each a binomial proportion
+    over its validation images: gaps within this are noise."""
+    var = sum((r.val_acc / 100) * (1 - r.val_acc / 100) / max(1, r.val_images) for r in (a, b))
+    return 200. * math.sqrt(var)
+
+
 def reading(rp: DemoResult, normal: DemoResult) -> str:
-    """One line on what the default comparison (RP S-Mixer, then its normal twin) shows, from its numbers."""
+    """One line on what the default comparison (RP S-Mixer, then its normal twin) shows, from its numbers: nothing
+    conclusive unless both models are well above chance (`learned_threshold`) and the gap exceeds the noise
+    (`accuracy_noise`)."""
     same = f'Same parameters, same width m = {rp.width}: '
-    if rp.val_acc < normal.val_acc:
-        return (same + f'the RP S-Mixer trails the normal one by {normal.val_acc - rp.val_acc:.1f} points on this '
-                'small, short task: its first block\'s random permutations ignore which patches are neighbours, a '
-                'structure the normal token mixing uses (the paper traces such gaps to the first block and sees '
-                'RP catch up with depth, Fig. S.4 and 7).')
-    return (same + f'the RP S-Mixer matched or beat the normal one here (+{rp.val_acc - normal.val_acc:.1f} points), '
-            'as the paper finds for deeper or longer-trained models (Fig. 7); on short runs it usually trails.')
+    need = learned_threshold(rp.num_classes)
+    if min(rp.val_acc, normal.val_acc) < need:
+        return (same + f'inconclusive. The models reached {rp.val_acc:.1f}% (RP) and {normal.val_acc:.1f}% (normal) '
+                f'against {100 / rp.num_classes:.0f}% by chance: they have not learned the task yet (the demo '
+                f'compares them from {need:.1f}% each, halfway from chance to 100%). Train more epochs.')
+    gap, noise = rp.val_acc - normal.val_acc, accuracy_noise(rp, normal)
+    within = f'within the noise of ±{noise:.1f} points on {rp.val_images} validation images'
+    if gap < -noise:
+        return (same + f'the RP S-Mixer trails the normal one by {-gap:.1f} points on this small, short task: its '
+                'first block\'s random permutations ignore which patches are neighbours, a structure the normal '
+                'token mixing uses (the paper traces such gaps to the first block and sees RP catch up with depth, '
+                'Fig. S.4 and 7).')
+    if gap < 0:
+        return same + f'the RP S-Mixer trails the normal one by {-gap:.1f} points, {within}: no difference shown.'
+    return (same + f'the RP S-Mixer matched or beat the normal one here (+{gap:.1f} points)'
+            + (f', {within}' if gap <= noise else '') + '. The paper sees RP catch up with depth and longer '
+            'training (Fig. 7); on short runs it usually trails.')

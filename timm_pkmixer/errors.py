@@ -52,3 +52,17 @@ class InputShapeError(UserInputError, ValueError, AssertionError):
 class ModelTooLargeError(InvalidArgumentError, MemoryError):
     """Model arguments that ask for more parameter and buffer memory than the device has (refused before
     anything is allocated; :mod:`timm_pkmixer.sizes`); the message names the arguments and the bytes needed."""
+
+
+class ArgumentValueError(InvalidArgumentError):
+    """An argument's value refused, kept apart from its name so that a caller can name the argument its own way
+    (the command line by its flag): `argument` (the library's name), `problem` (the message after the name) and
+    `options` (option strings it is known by elsewhere, e.g. train.py's ``-b/--batch-size``; may be empty)."""
+
+    def __init__(self, argument: str, problem: str, options=()):
+        super().__init__(f'{argument} {problem}')
+        self.argument, self.problem, self.options = argument, problem, tuple(options)
+
+
+
+__all__ += ['ArgumentValueError']

@@ -14,6 +14,7 @@ from typing import Any, Dict, Iterable, List
 import yaml
 
 from .errors import UserInputError
+from .validation import positive_int
 
 __all__ = [
     'RecipeError', 'RecipeInfo', 'recipe_root', 'list_recipes', 'resolve_recipe', 'load_recipe', 'check_recipe_keys',
@@ -75,9 +76,8 @@ def resolve_recipe(name_or_path: str) -> Path:
         return candidate
     names = [r.name for r in list_recipes()]
     close = [n for n in names if n.split('/')[-1] == name.split('/')[-1] or name in n]
-    hint = f' Did you mean {", ".join(close)}?' if close else ' `pkmixer recipes` lists them.'
-    raise FileNotFoundError(2, f'no recipe file and no packaged recipe named {name_or_path!r}.{hint}',
-                            str(name_or_path))
+    hint = f'. Did you mean {", ".join(close)}?' if close else ' (`pkmixer recipes` lists them)'
+    raise FileNotFoundError(f'no recipe file and no packaged recipe named {name_or_path!r}{hint}')
 
 
 def load_recipe(path: str) -> Dict[str, Any]:
@@ -117,10 +117,12 @@ def resolve_batch_and_lr(cfg: Dict[str, Any], world_size: int) -> BatchAndLr:
 
     train.py: global = batch_size × world_size × grad_accum_steps; if ``lr`` is unset,
     lr = lr_base × (global / lr_base_size), square-rooted for ``lr_base_scale='sqrt'`` (the default for
-    Ada*/Lamb optimizers, linear otherwise).
+    Ada*/Lamb optimizers, linear otherwise). A batch size, accumulation count or world size below 1 (a global batch
+    of 0) is refused, naming the argument.
     """
-    b = int(cfg.get('batch_size', 128))
-    accum = max(1, int(cfg.get('grad_accum_steps', 1) or 1))
+    b = positive_int('batch_size', cfg.get('batch_size', 128))
+    accum = positive_int('grad_accum_steps', 1 if cfg.get('grad_accum_steps') is None else cfg['grad_accum_steps'])
+    world_size = positive_int('world_size', world_size)
     global_batch = b * world_size * accum
     if cfg.get('lr'):
         return BatchAndLr(b, world_size, accum, global_batch, float(cfg['lr']), 'lr set explicitly')

@@ -16,47 +16,77 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
-from .errors import InvalidArgumentError, UserInputError
+from .errors import ArgumentValueError, InvalidArgumentError, UserInputError
 from .recipes import BatchAndLr, check_recipe_keys, load_recipe, resolve_batch_and_lr, resolve_recipe
+from .validation import positive_int
 
-__all__ = ['TRAIN_PY_ENV', 'TrainArgumentError', 'find_train_py', 'missing_train_py_message', 'load_train_py',
-           'train_py_arguments', 'format_train_args', 'TrainPlan', 'prepare_train', 'run_train']
+__all__ = ['TRAIN_PY_ENV', 'TrainArgumentError', 'TrainPyError', 'find_train_py', 'missing_train_py_message',
+           'load_train_py', 'train_py_arguments', 'format_train_args', 'LaunchArgumentError', 'ModelInfo', 'TrainPlan',
+           'prepare_train', 'run_train']
 
 TRAIN_PY_ENV = 'TIMM_TRAIN_PY'
 
 
-def missing_train_py_message() -> str:
+def missing_train_py_message(how: str = 'pass its path as train_py') -> str:
+    """How to get timm's train.py; `how` says how to hand it over (the command line names its flag)."""
     import timm
     v = timm.__version__
     return (
         "timm's train.py is not part of the timm wheel. Get the one of your timm version (" + v + "), e.g.\n"
         f"  curl -LO https://raw.githubusercontent.com/huggingface/pytorch-image-models/v{v}/train.py\n"
         f"or: git clone --depth 1 --branch v{v} https://github.com/huggingface/pytorch-image-models\n"
-        f"then pass --train-py PATH/train.py or set {TRAIN_PY_ENV}=PATH/train.py.")
+        f"then {how} or set {TRAIN_PY_ENV}=PATH/train.py.")
+
+
+class TrainPyError(UserInputError, FileNotFoundError):
+    """No train.py given, none at the path, or a file that is not timm's train.py; `reason` says which."""
+
+    def __init__(self, reason: str):
+        super().__init__(f'train_py: {reason}\n{missing_train_py_message()}')
+        self.reason = reason
 
 
 def find_train_py(option: Optional[str] = None) -> Path:
-    """``option``, else ``$TIMM_TRAIN_PY``; FileNotFoundError with instructions when neither is a file."""
+    """``option``, else ``$TIMM_TRAIN_PY``; :class:`TrainPyError` (a FileNotFoundError) with instructions when
+    neither is a file."""
     candidate = option or os.environ.get(TRAIN_PY_ENV)
     if not candidate:
-        raise FileNotFoundError(missing_train_py_message())
+        raise TrainPyError('no train.py given')
     path = Path(candidate).expanduser()
     if not path.is_file():
-        raise FileNotFoundError(f'no train.py at {path}.\n' + missing_train_py_message())
+        raise TrainPyError(f'no train.py at {path}')
     return path
 
 
+_TRAIN_PY_NAMES = ('config_parser', 'parser', '_parse_args', 'main')
+
+
 def load_train_py(path: Path) -> ModuleType:
-    """Import timm's train.py as a module (its ``main()`` is not run)."""
+    """Import timm's train.py as a module (its ``main()`` is not run). A file that does not define train.py's
+    ``config_parser``, ``parser``, ``_parse_args`` and ``main`` is refused (:class:`TrainPyError`), without
+    running it."""
+    path = Path(path)
+    try:
+        source = path.read_text(encoding='utf-8')
+    except UnicodeDecodeError:
+        raise TrainPyError(f"{path} is not timm's train.py (not a text file)") from None
+    missing = [n for n in _TRAIN_PY_NAMES if f'def {n}(' not in source and f'{n} =' not in source]
+    if missing:
+        raise TrainPyError(f"{path} is not timm's train.py (it defines no {', '.join(missing)})")
     spec = importlib.util.spec_from_file_location('_timm_train_py', path)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent))  # train.py may import modules beside it
     try:
         spec.loader.exec_module(module)
+    except SyntaxError as e:
+        raise TrainPyError(f"{path} is not timm's train.py (not Python: {e.msg}, line {e.lineno})") from None
     finally:
         sys.path.remove(str(path.parent))
+    missing = [n for n in _TRAIN_PY_NAMES if not hasattr(module, n)]
+    if missing:
+        raise TrainPyError(f"{path} is not timm's train.py (it defines no {', '.join(missing)})")
     return module
 
 
@@ -95,6 +125,11 @@ class TrainArgumentError(UserInputError, ValueError):
     """train.py's parser refused its arguments."""
 
 
+class LaunchArgumentError(ArgumentValueError):
+    """A value the launch refuses, in argument terms: `argument` is a train.py argument (its dest, e.g.
+    ``batch_size``, with its train.py `options`) or one of :func:`prepare_train`'s own (``global_batch``)."""
+
+
 def _resolve(module: ModuleType, argv: List[str]) -> argparse.Namespace:
     """train.py's own two-stage parse (config file defaults, then the command line); its usage errors are raised
     as :class:`TrainArgumentError` instead of printing train.py's whole usage and exiting."""
@@ -113,6 +148,87 @@ def _resolve(module: ModuleType, argv: List[str]) -> argparse.Namespace:
             p.error = e
 
 
+_UNSET = object()
+
+
+def _given(module: ModuleType, train_args: List[str]) -> Set[str]:
+    """The dests of the train.py arguments given in `train_args` (not from the recipe or train.py's defaults)."""
+    parser = module.parser
+    namespace = argparse.Namespace(**{a.dest: _UNSET for a in parser._actions if a.dest != 'help'})
+    saved = parser.error
+    parser.error = lambda message: None  # a bad value is reported by the real parse
+    try:
+        namespace, _ = parser.parse_known_args(train_args, namespace)
+    except (SystemExit, TypeError, ValueError):
+        return set()
+    finally:
+        parser.error = saved
+    return {dest for dest, value in vars(namespace).items() if value is not _UNSET}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """The model train.py will build, as read from a meta-device copy."""
+    name: str
+    kwargs: Dict[str, Any]
+    geometry: str                   # S, C, m (or L, m) of a timm-pkmixer model, else its class
+    params: int
+    input_size: Tuple[int, ...]     # (C, H, W) the model's own config expects
+    fixed_input_size: bool          # True: it takes no other size (Mixers: the token count is fixed)
+
+
+def _model_info(args: argparse.Namespace) -> ModelInfo:
+    """Build train.py's model on the meta device (no memory, no download): refuses an unknown model or bad model
+    arguments here, before training starts."""
+    import timm
+
+    from .catalog import check_model_kwargs, is_pkmixer_model
+    name = args.model
+    kwargs = dict(args.model_kwargs or {})
+    if args.num_classes is not None:
+        kwargs['num_classes'] = args.num_classes
+    if getattr(args, 'in_chans', None) is not None:
+        kwargs['in_chans'] = args.in_chans
+    prefixed = name.startswith(('hf-hub:', 'local-dir:'))
+    if not prefixed and not timm.is_model(name):
+        raise InvalidArgumentError(f'model {name!r} is neither a registered timm model nor a local-dir:/hf-hub: '
+                                   f'one; `pkmixer models` lists the timm-pkmixer models')
+    if is_pkmixer_model(name):
+        check_model_kwargs(name, kwargs)
+    try:
+        model = timm.create_model(name, device='meta', **kwargs)  # a name, or local-dir: / hf-hub: config
+    except RuntimeError as e:
+        if 'Unknown model' not in str(e):
+            raise
+        raise InvalidArgumentError(f'model {name!r}: {e}') from None
+    except FileNotFoundError as e:  # local-dir: without its config.json
+        raise FileNotFoundError(f'model {name}: {e.strerror or e} (a local-dir: folder is what `pkmixer expand` '
+                                f'or `pkmixer push` writes)') from None
+    params = sum(p.numel() for p in model.parameters())
+    if hasattr(model, 'describe'):
+        s = model.describe()
+        geometry = (f'S={s.num_tokens} C={s.dim}' if s.num_tokens is not None else f'L={s.depth}') + f' m={s.width}'
+    else:
+        geometry = f'({type(model).__name__}, not a timm-pkmixer model)'
+    cfg = model.pretrained_cfg or {}
+    size = getattr(model, 'img_size', None) or getattr(getattr(model, 'stem', None), 'img_size', None)
+    input_size = tuple(cfg.get('input_size') or (3, 224, 224))
+    if size is not None:
+        input_size = (input_size[0], *size)
+    return ModelInfo(name, kwargs, geometry, params, input_size, bool(cfg.get('fixed_input_size')))
+
+
+def _data_input_size(args: argparse.Namespace, model: ModelInfo) -> Tuple[int, ...]:
+    """The input size train.py will feed: its ``resolve_data_config`` of these arguments for this model."""
+    from timm.data import resolve_data_config
+    cfg = resolve_data_config(vars(args), pretrained_cfg={'input_size': model.input_size})
+    return tuple(cfg['input_size'])
+
+
+def _fmt_size(size: Sequence[int]) -> str:
+    return f'{size[1]}×{size[2]} px, {size[0]} channels'
+
+
 @dataclass
 class TrainPlan:
     """What ``pkmixer train`` is about to run."""
@@ -121,60 +237,116 @@ class TrainPlan:
     args: argparse.Namespace    # as train.py resolves them
     batch: BatchAndLr
     world_size: int
+    model: Optional[ModelInfo] = None
+    input_size: Tuple[int, ...] = ()
+    input_size_from: str = ''   # where the input size comes from
+    threads: Optional[int] = None
+    threads_why: str = ''
 
     def describe(self) -> List[str]:
-        """The plan in two lines: the model, and the global batch and learning rate."""
-        import timm
+        """The plan: the model and its input size, the global batch and learning rate, the threads."""
+        args, plan, m = self.args, self.batch, self.model
+        processes = f'{self.world_size} process{"es" if self.world_size != 1 else ""}'
+        steps = f'{plan.grad_accum_steps} accumulation step{"s" if plan.grad_accum_steps != 1 else ""}'
+        lines = [f'[pkmixer] model {m.name} {m.kwargs or ""}: {m.geometry} params={m.params / 1e6:.2f}M',
+                 f'[pkmixer] input {_fmt_size(self.input_size)} ({self.input_size_from})',
+                 f'[pkmixer] global batch {plan.global_batch} = {plan.per_device_batch} per process × '
+                 f'{processes} × {steps}; lr {plan.lr:.6g} ({plan.rule}); {args.opt}, {args.sched} schedule, '
+                 f'{args.epochs} epochs']
+        if self.threads is not None:
+            lines.append(f'[pkmixer] {self.threads} CPU thread{"s" if self.threads != 1 else ""} per process '
+                         f'({self.threads_why})')
+        return lines
 
-        from .catalog import check_model_kwargs, is_pkmixer_model
-        args, plan = self.args, self.batch
-        kwargs = dict(args.model_kwargs or {})
-        if args.num_classes is not None:
-            kwargs['num_classes'] = args.num_classes
-        if is_pkmixer_model(args.model):
-            check_model_kwargs(args.model, kwargs)
-        model = timm.create_model(args.model, device='meta', **kwargs)  # a name, or local-dir: / hf-hub: config
-        params = sum(p.numel() for p in model.parameters())
-        if hasattr(model, 'describe'):
-            s = model.describe()
-            geometry = (f'S={s.num_tokens} C={s.dim}' if s.num_tokens is not None else f'L={s.depth}') + f' m={s.width}'
-        else:
-            geometry = f'({type(model).__name__}, not a timm-pkmixer model)'
-        return [f'[pkmixer] model {args.model} {kwargs or ""}: {geometry} params={params / 1e6:.2f}M',
-                f'[pkmixer] global batch {plan.global_batch} = {plan.per_device_batch} per process × '
-                f'{self.world_size} processes × {plan.grad_accum_steps} accumulation steps; lr {plan.lr:.6g} '
-                f'({plan.rule}); {args.opt}, {args.sched} schedule, {args.epochs} epochs']
+
+def _positive(args: argparse.Namespace, dest: str, options: Dict[str, List[str]]) -> None:
+    value = getattr(args, dest, None)
+    if value is None:
+        return
+    try:
+        positive_int(dest, value)
+    except UserInputError:
+        raise LaunchArgumentError(dest, f'must be a positive integer, got {value!r}', options.get(dest, ())) from None
 
 
 def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = None,
-                  global_batch: Optional[int] = None) -> TrainPlan:
-    """Import train.py, check the recipe's keys against its parser and resolve the plan.
+                  global_batch: Optional[int] = None, threads: Optional[int] = None) -> TrainPlan:
+    """Import train.py, check the recipe's keys against its parser, build the model on the meta device and
+    resolve the plan: everything the real run would refuse before training is refused here.
 
-    `recipe` is a file or the name of a packaged recipe (``imagenet/rp_mixer_b_w``).
+    `recipe` is a file or the name of a packaged recipe (``imagenet/rp_mixer_b_w``). When `train_args` name
+    another model than the recipe's and no input size (``img_size``, ``input_size``), the input size is the
+    model's own (its config), not the recipe's. `threads`: CPU threads per process (default: `choose_threads`).
 
-    Raises FileNotFoundError for a missing train.py or recipe, and a UserInputError for an unknown recipe key
-    or an impossible ``global_batch``.
+    Raises FileNotFoundError for a missing train.py or recipe, and a UserInputError for a file that is not
+    train.py, an unknown recipe key or model, a batch size or `global_batch` that is not possible, or an input
+    size the model does not take.
     """
     import timm_pkmixer  # noqa: F401  (registers the models even with TIMM_PKMIXER_AUTOLOAD=0)
+
+    from .threads import choose_threads
     path = find_train_py(train_py)
     recipe = str(resolve_recipe(recipe))
     cfg = load_recipe(recipe)
     module = load_train_py(path)
-    check_recipe_keys(cfg, train_py_arguments(module), recipe)
+    options = train_py_arguments(module)
+    check_recipe_keys(cfg, options, recipe)
     world_size = int(os.environ.get('WORLD_SIZE', '1'))
     argv = [str(path), '--config', str(recipe), *train_args]
     args = _resolve(module, argv)
+    for dest in ('batch_size', 'grad_accum_steps'):
+        _positive(args, dest, options)
     if global_batch is not None:
+        try:
+            positive_int('global_batch', global_batch)
+        except UserInputError:
+            raise LaunchArgumentError('global_batch', f'must be a positive integer, got {global_batch!r}') from None
         per_step = args.batch_size * world_size
         if global_batch % per_step:
-            raise InvalidArgumentError(f'--global-batch {global_batch} is not a multiple of batch_size '
-                                       f'{args.batch_size} × {world_size} processes = {per_step}')
+            raise LaunchArgumentError('global_batch', f'{global_batch} is not a multiple of batch_size '
+                                      f'{args.batch_size} × {world_size} process{"es" if world_size != 1 else ""} = '
+                                      f'{per_step}')
         argv += ['--grad-accum-steps', str(global_batch // per_step)]
         args = _resolve(module, argv)
-    return TrainPlan(module, argv, args, resolve_batch_and_lr(vars(args), world_size), world_size)
+
+    model = _model_info(args)
+    given = _given(module, train_args)
+    size_keys = [k for k in ('input_size', 'img_size') if k in options]
+    other_model = 'model' in given and args.model != cfg.get('model')
+    if other_model and not any(k in given for k in size_keys) and any(cfg.get(k) for k in size_keys):
+        # the recipe's size belongs to the recipe's model: take this model's own
+        c, h, w = model.input_size
+        square = h == w and 'img_size' in options
+        argv += [options['img_size'][-1], str(h)] if square else [options['input_size'][-1], str(c), str(h), str(w)]
+        args = _resolve(module, argv)
+        source = f"the model's config; the recipe's {next(k for k in size_keys if cfg.get(k))} is for its own model"
+    elif any(k in given for k in size_keys):
+        source = 'given'
+    elif any(cfg.get(k) for k in size_keys):
+        source = 'from the recipe'
+    else:
+        source = "the model's config"
+    input_size = _data_input_size(args, model)
+    if model.fixed_input_size and tuple(input_size[1:]) != tuple(model.input_size[1:]):
+        key = next((k for k in size_keys if getattr(args, k, None) is not None), 'img_size')
+        value = getattr(args, key)
+        shown = ' '.join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+        (h, w), (mh, mw) = input_size[1:], model.input_size[1:]
+        factor = h // mh if h % mh == 0 and w % mw == 0 and h // mh == w // mw > 1 else None
+        expand = f', or expand the model {factor}× first (`pkmixer expand`)' if factor else ''
+        raise LaunchArgumentError(
+            key, f'{shown} ({source}) does not fit model {model.name}: it is built for {mh}×{mw} px and takes no '
+                 f'other input size. Leave the size to the model{expand}', options.get(key, ()))
+    n_threads, why = choose_threads(threads)
+    return TrainPlan(module, argv, args, resolve_batch_and_lr(vars(args), world_size), world_size, model,
+                     input_size, source, n_threads, why)
 
 
 def run_train(plan: TrainPlan) -> None:
-    """Run train.py's ``main()`` with its ``sys.argv``; its exceptions propagate unchanged."""
+    """Run train.py's ``main()`` with its ``sys.argv`` and the plan's CPU threads; its exceptions propagate
+    unchanged."""
+    from .threads import set_threads
+    if plan.threads is not None:
+        set_threads(plan.threads)
     with _argv(plan.argv):
         plan.module.main()

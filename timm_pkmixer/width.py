@@ -7,13 +7,33 @@ import math
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from .errors import InvalidArgumentError
+from .errors import ArgumentValueError, InvalidArgumentError
 from .validation import positive_int, positive_real, probability
 
 __all__ = [
     'mixer_omega', 'tokens_for_omega', 'optimal_width', 'density', 'sw_mlp_width', 'gamma_for_omega',
-    'WidthPoint', 'width_point', 'width_curve', 'patch_sweep',
+    'WidthPoint', 'width_point', 'width_curve', 'patch_sweep', 'omega_ratio', 'MAX_OMEGA_RATIO',
 ]
+
+# Ω/γ beyond which the formulas leave double precision: m² = (Ω/γ)^(4/3) overflows near 1e231
+MAX_OMEGA_RATIO = 1e200
+
+
+def omega_ratio(omega: float, gamma: float) -> float:
+    """Ω/γ, after checking that Ω and γ describe a Mixer the formulas can compute: Ω ≥ 1 connection, and
+    1 ≤ Ω/γ ≤ `MAX_OMEGA_RATIO` (S = C = 1 gives Ω = γ, the least; beyond the upper bound floats overflow).
+    Raises :class:`ArgumentValueError` naming omega."""
+    omega, gamma = positive_real('omega', omega), positive_real('gamma', gamma)
+    if omega < 1:
+        raise ArgumentValueError('omega', f'must be at least 1 (connections per layer), got {omega:g}')
+    ratio = omega / gamma
+    if ratio < 1:
+        raise ArgumentValueError('omega', f'{omega:g} is below gamma {gamma:g}: no Mixer has fewer connections per '
+                                          'layer than γ (Ω = γ(C·S² + C²·S)/2 ≥ γ at S = C = 1)')
+    if ratio > MAX_OMEGA_RATIO:
+        raise ArgumentValueError('omega', f'{omega:g} is too large: omega/gamma = {ratio:g} exceeds '
+                                          f'{MAX_OMEGA_RATIO:g}, beyond which the width formulas overflow')
+    return ratio
 
 
 def mixer_omega(num_tokens: float, dim: float, gamma: float = 1.0) -> float:
@@ -24,14 +44,14 @@ def mixer_omega(num_tokens: float, dim: float, gamma: float = 1.0) -> float:
 
 def tokens_for_omega(dim: float, omega: float, gamma: float = 1.0) -> float:
     """S(C) at fixed Ω and γ: S = (√(C² + 8Ω/(γC)) − C)/2, the positive root of eq. 14."""
-    positive_real('C', dim), positive_real('omega', omega), positive_real('gamma', gamma)
-    return (math.sqrt(dim ** 2 + 8 * omega / (gamma * dim)) - dim) / 2
+    positive_real('C', dim)
+    ratio = omega_ratio(omega, gamma)
+    return (math.sqrt(dim ** 2 + 8 * ratio / dim) - dim) / 2
 
 
 def optimal_width(omega: float, gamma: float = 1.0) -> tuple:
     """(C* = S* = (Ω/γ)^(1/3), max m = (Ω/γ)^(2/3)) (eq. 15)."""
-    positive_real('omega', omega), positive_real('gamma', gamma)
-    c_star = (omega / gamma) ** (1 / 3)
+    c_star = omega_ratio(omega, gamma) ** (1 / 3)
     return c_star, c_star ** 2
 
 
@@ -43,14 +63,16 @@ def density(omega: float, gamma: float, width: float) -> float:
 
 def sw_mlp_width(omega: float, p: float, gamma: float = 1.0) -> int:
     """Width m of an SW-MLP with Ω connections per layer at density p: m = √(Ω/(γp)) (eq. 13, S.43)."""
-    positive_real('omega', omega), positive_real('gamma', gamma), probability('density p', p)
-    return round(math.sqrt(omega / (gamma * p)))
+    ratio, p = omega_ratio(omega, gamma), probability('density p', p)
+    return round(math.sqrt(ratio / p))
 
 
 def gamma_for_omega(num_tokens: float, dim: float, omega: float) -> float:
     """γ = 2Ω/(C·S² + C²·S): eq. 14 solved for the expansion factor (Mixer-B-W: S=256, C=588 → 4.57)."""
     positive_real('S', num_tokens), positive_real('C', dim), positive_real('omega', omega)
-    return 2 * omega / (dim * num_tokens ** 2 + dim ** 2 * num_tokens)
+    gamma = 2 * omega / (dim * num_tokens ** 2 + dim ** 2 * num_tokens)
+    omega_ratio(omega, gamma)
+    return gamma
 
 
 @dataclass(frozen=True)

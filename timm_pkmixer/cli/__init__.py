@@ -1,5 +1,8 @@
 """The ``pkmixer`` command (also ``python -m timm_pkmixer``): one module per subcommand, on top of the library.
 
+A command whose parser sets a default ``rest`` (``pkmixer train``) gets the arguments it does not know there,
+in order (train.py's); every other command refuses them as argparse does.
+
 Convention: a user error (bad value, missing file, a checkpoint that does not fit, …) is printed as
 ``pkmixer CMD: error: …`` on stderr and the command exits with status 2, without a traceback; any other
 exception is a bug and keeps its traceback. The library raises, the commands print.
@@ -35,9 +38,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Run ``pkmixer`` with `argv` (default: the command line); returns the exit status."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, rest = parser.parse_known_args(argv)
+        if rest and not hasattr(args, 'rest'):  # only a command that hands its unknown arguments on takes them
+            parser.error(f'unrecognized arguments: {" ".join(rest)}')
     except SystemExit as e:  # --help, --version, argparse's own usage errors (exit 2)
         return int(e.code or 0)
+    if rest:
+        args.rest = rest
     if args.command is None:
         parser.print_help()
         return 0

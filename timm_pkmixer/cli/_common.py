@@ -1,13 +1,15 @@
 """Argument groups shared by several commands, defined once, and the helper that registers a command."""
 import argparse
 import ast
+import contextlib
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, Sequence
+from typing import Any, Callable, Dict, Iterator, Mapping, Sequence
 
-from ..errors import UserInputError
+from ..errors import ArgumentValueError, InvalidArgumentError, UserInputError
 from ..validation import cli_type, positive_int, positive_real
 
-__all__ = ['ParseKwargs', 'add_command', 'add_model_options', 'add_width_options', 'in_flag_terms', 'POSITIVE_INT',
+__all__ = ['ParseKwargs', 'add_command', 'add_model_options', 'add_width_options', 'in_flag_terms', 'flag_names',
+           'POSITIVE_INT',
            'POSITIVE_REAL']
 
 POSITIVE_INT = cli_type(positive_int)
@@ -71,3 +73,16 @@ def add_width_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--mirror', action='store_true', help='with --C: add (C, S) = (S, C) too (same Ω, App. C.4)')
     parser.add_argument('--patch', type=POSITIVE_INT, nargs='+', help='patch sizes P: C = in_chans·P², S from eq. S.44')
     parser.add_argument('--in-chans', type=POSITIVE_INT, default=3, help='input channels for --patch (default 3)')
+
+
+@contextlib.contextmanager
+def flag_names(flags: Mapping[str, str]) -> Iterator[None]:
+    """Say the library's :class:`ArgumentValueError` with the flag the user typed: `flags` maps argument names
+    to flags; an error that carries its own option strings (train.py's) uses those."""
+    try:
+        yield
+    except ArgumentValueError as e:
+        flag = '/'.join(e.options) or flags.get(e.argument)
+        if not flag:
+            raise
+        raise InvalidArgumentError(f'{flag} {e.problem}') from None

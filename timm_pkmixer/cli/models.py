@@ -3,7 +3,6 @@ import argparse
 from pathlib import Path
 from typing import Dict, List
 
-from ..catalog import list_pkmixer_models, summarize
 from ..errors import InvalidArgumentError
 from ._common import add_command
 
@@ -32,6 +31,7 @@ def replace_table(document: str, table: str, name: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..catalog import list_pkmixer_models, summarize
     rows = [summarize(name).row() for name in list_pkmixer_models() if not args.filter or args.filter in name]
     if not rows:
         raise InvalidArgumentError(f'no registered model matches {args.filter!r}')

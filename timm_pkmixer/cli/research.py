@@ -4,14 +4,16 @@ import json
 import sys
 
 from ..errors import InvalidArgumentError
-from ..width import optimal_width
-from ._common import POSITIVE_INT, add_command, add_width_options
+from ._common import POSITIVE_INT, add_command, add_width_options, flag_names
 
 __all__ = ['add_commands']
 
 
+_FLAGS = {'omega': '--omega', 'gamma': '--gamma', 'C': '--C', 'S': '--S', 'in_chans': '--in-chans'}
+
+
 def _fmt_num(x: float) -> str:
-    return f'{x:.0f}' if float(x).is_integer() else f'{x:.6g}'
+    return f'{x:.0f}' if float(x).is_integer() and abs(x) < 1e15 else f'{x:.6g}'
 
 
 def _print_text(report: dict, out=None) -> None:
@@ -24,6 +26,7 @@ def _print_text(report: dict, out=None) -> None:
                       file=out)
                 print(f"  Ω = {_fmt_num(r['omega'])} connections per layer (γ = {r['gamma']:.4g} by eq. 14)",
                       file=out)
+                from ..width import optimal_width
                 c_star, m_max = optimal_width(r['omega'], r['gamma'])
                 print(f"  at this Ω and γ: C* = S* = {c_star:.2f}, max m = {m_max:.0f}; "
                       f"m is {100 * r['width_fraction']:.1f} % of it", file=out)
@@ -65,8 +68,9 @@ def _check_width_flags(args: argparse.Namespace) -> None:
 def run_width(args: argparse.Namespace) -> int:
     from ..research import width_report
     _check_width_flags(args)
-    report = width_report(omega=args.omega, gamma=args.gamma, dims=args.C, patches=args.patch, num_tokens=args.S,
-                          in_chans=args.in_chans, models=args.model, mirror=args.mirror)
+    with flag_names(_FLAGS):
+        report = width_report(omega=args.omega, gamma=args.gamma, dims=args.C, patches=args.patch,
+                              num_tokens=args.S, in_chans=args.in_chans, models=args.model, mirror=args.mirror)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -109,7 +113,8 @@ def _plot_run(args: argparse.Namespace) -> None:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    args.plot(args)
+    with flag_names(_FLAGS):
+        args.plot(args)
     print(f'wrote {args.out}')
     return 0
 

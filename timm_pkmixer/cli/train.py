@@ -6,57 +6,41 @@ import traceback
 
 from ..errors import InvalidArgumentError
 from ..validation import cli_type, positive_int
-from ._common import add_command
+from ._common import add_command, flag_names
 
 __all__ = ['add_commands']
 
+TRAIN_PY_ENV = 'TIMM_TRAIN_PY'  # as timm_pkmixer.train_py (not imported here: it is not needed for --help)
+_OWN_FLAGS = {'global_batch': '--global-batch', 'threads': '--threads', 'train_py': '--train-py'}
 
-_FLAGS = ('--dry-run', '--list-train-args')
-_VALUED = {'--train-py': 'train_py', '--global-batch': 'global_batch'}
 
-
-def _own_options_after_the_recipe(args: argparse.Namespace) -> None:
-    """Move this command's options found among the train.py arguments (after the recipe) into `args`."""
-    rest, items = [], iter(args.train_args)
-    for item in items:
-        flag, sep, value = item.partition('=')
-        if item in _FLAGS:
-            setattr(args, item[2:].replace('-', '_'), True)
-        elif flag in _VALUED:
-            if not sep:
-                value = next(items, None)
-                if value is None:
-                    raise InvalidArgumentError(f'argument {flag}: expected one argument')
-            dest = _VALUED[flag]
-            setattr(args, dest, args.parse_value[dest](value) if dest in args.parse_value else value)
-        else:
-            rest.append(item)
-    args.train_args = rest
+def _list_train_args(args: argparse.Namespace) -> int:
+    from ..train_py import find_train_py, format_train_args, load_train_py, train_py_arguments
+    path = find_train_py(args.train_py)
+    module = load_train_py(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    print(format_train_args(train_py_arguments(module), f'train.py sha256 {digest}…'), end='')
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    _own_options_after_the_recipe(args)
-    from ..train_py import (
-        TRAIN_PY_ENV,
-        find_train_py,
-        format_train_args,
-        load_train_py,
-        prepare_train,
-        run_train,
-        train_py_arguments,
-    )
-    if args.list_train_args:
-        path = find_train_py(args.train_py)
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-        print(format_train_args(train_py_arguments(load_train_py(path)), f'train.py sha256 {digest}…'), end='')
-        return 0
-    if not args.recipe:
-        raise InvalidArgumentError(f'a RECIPE is required (e.g. train_recipes/imagenet/rp_mixer_b_w.yaml); '
-                                   f'train.py from --train-py or ${TRAIN_PY_ENV}')
-    plan = prepare_train(args.recipe, args.train_args, args.train_py, args.global_batch)
+    from ..train_py import TrainPyError, missing_train_py_message
+    try:
+        if args.list_train_args:
+            return _list_train_args(args)
+        if not args.recipe:
+            raise InvalidArgumentError(f'a RECIPE is required (e.g. train_recipes/imagenet/rp_mixer_b_w.yaml); '
+                                       f'train.py from --train-py or ${TRAIN_PY_ENV}')
+        from ..train_py import prepare_train, run_train
+        with flag_names(_OWN_FLAGS):  # the library names the argument; say it as the flag the user typed
+            plan = prepare_train(args.recipe, args.rest, args.train_py, args.global_batch, args.threads)
+    except TrainPyError as e:
+        raise InvalidArgumentError(f'{e.reason}\n{missing_train_py_message("pass --train-py PATH/train.py")}') from None
     if int(os.environ.get('RANK', '0')) == 0:
         for line in plan.describe():
             print(line, flush=True)
+        if args.dry_run:
+            print('[pkmixer] dry run: the plan above was checked; train.py was not started', flush=True)
     if not args.dry_run:
         try:
             run_train(plan)
@@ -66,31 +50,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _raising(convert, flag: str):
-    """An argparse type converter whose errors are raised as user errors naming `flag`."""
-    def parse(text: str):
-        try:
-            return convert(text)
-        except argparse.ArgumentTypeError as e:
-            raise InvalidArgumentError(f'argument {flag}: {e}') from None
-    return parse
-
-
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    from ..train_py import TRAIN_PY_ENV
     p = add_command(
-        subparsers, 'train', run,
+        subparsers, 'train', run, allow_abbrev=False, usage='%(prog)s [options] [RECIPE [train.py arguments …]]',
         help="run timm's train.py with a recipe (works under torchrun: -m timm_pkmixer train …)",
         description="Run timm's own train.py with a recipe and this plugin registered.",
         epilog="This command's own options may come before or after the recipe; every other argument after the "
                'recipe goes to train.py unchanged.')
+    p.set_defaults(rest=[])  # the arguments this parser does not know: train.py's (see cli.main)
     p.add_argument('recipe', nargs='?', help='a YAML recipe, e.g. train_recipes/imagenet/rp_mixer_b_w.yaml')
-    p.add_argument('train_args', nargs=argparse.REMAINDER, help='train.py arguments (override the recipe)')
     p.add_argument('--train-py', default=None, help=f"path of timm's train.py (default: ${TRAIN_PY_ENV})")
-    global_batch = cli_type(positive_int, name='global batch')
-    p.set_defaults(parse_value={'global_batch': _raising(global_batch, '--global-batch')})
-    p.add_argument('--global-batch', type=global_batch, default=None,
+    p.add_argument('--global-batch', type=cli_type(positive_int, name='global batch'), default=None,
                    help='set grad_accum_steps so that batch_size × processes × steps equals this')
-    p.add_argument('--dry-run', action='store_true', help='print the resolved plan and stop')
+    p.add_argument('--threads', type=cli_type(positive_int, name='threads'), default=None,
+                   help='CPU threads per process (default: $OMP_NUM_THREADS, else the idle cores divided among the '
+                        "processes of this machine: on a busy machine fewer threads run much faster)")
+    p.add_argument('--dry-run', action='store_true', help='check and print the resolved plan, and stop')
     p.add_argument('--list-train-args', action='store_true',
                    help="print train.py's argument names (the data file train_recipes/train_py_args.txt)")

@@ -44,12 +44,32 @@ def width_curve_data(omega: float, gamma: float = 1.0, c_min: Optional[float] = 
 
 
 def read_summary(path: str) -> Dict[str, np.ndarray]:
-    """Columns of a timm train.py ``summary.csv`` (epoch, train_loss, eval_loss, eval_top1, ...) as float arrays."""
-    with open(path, newline='') as f:
-        rows = list(csv.DictReader(f))
-    if not rows or 'epoch' not in rows[0] or 'train_loss' not in rows[0]:
-        raise InvalidArgumentError(f'{path} is not a timm train.py summary.csv (needs epoch and train_loss columns)')
-    return {k: np.array([float(r[k]) if r[k] not in ('', None) else math.nan for r in rows]) for k in rows[0]}
+    """Columns of a timm train.py ``summary.csv`` (epoch, train_loss, eval_loss, eval_top1, ...) as float arrays.
+    A file that is not such a CSV (binary, no epoch/train_loss header, a value that is not a number) is refused
+    with an error naming the file and, for a bad value, its line and column."""
+    try:
+        with open(path, newline='', encoding='utf-8') as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            header = reader.fieldnames or []
+    except (UnicodeDecodeError, csv.Error) as e:
+        reason = 'not a text file' if isinstance(e, UnicodeDecodeError) else f'not a CSV file ({e})'
+        raise InvalidArgumentError(f'{path} is not a timm train.py summary.csv: {reason}') from None
+    if not rows or 'epoch' not in header or 'train_loss' not in header:
+        raise InvalidArgumentError(f'{path} is not a timm train.py summary.csv (needs epoch and train_loss columns '
+                                   f'and at least one row)')
+    columns: Dict[str, List[float]] = {k: [] for k in header}
+    for line, row in enumerate(rows, start=2):
+        if None in row:  # more fields than the header
+            raise InvalidArgumentError(f'{path}, line {line}: {len(header) + len(row[None])} values for '
+                                       f'{len(header)} columns')
+        for k in header:
+            text = row[k]
+            try:
+                columns[k].append(math.nan if text in ('', None) else float(text))
+            except ValueError:
+                raise InvalidArgumentError(f'{path}, line {line}: column {k!r} holds {text!r}, not a number') from None
+    return {k: np.array(v) for k, v in columns.items()}
 
 
 def run_label(path: str) -> str:
