@@ -1,6 +1,8 @@
 """The ImageNet recipe's values through timm's own factories, as train.py wires them, on a small ImageFolder."""
+import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 import timm
 import torch
@@ -34,6 +36,8 @@ def test_randaugment_posterize_to_zero_bits_works_with_the_installed_pillow():
 
 def test_recipe_builds_timm_pipeline_and_one_epoch_lowers_the_loss(recipe, tmp_path):
     torch.manual_seed(0)
+    random.seed(0)  # RandAugment and Mixup draw from Python's and numpy's generators too
+    np.random.seed(0)
     root = write_shapes_dataset(str(tmp_path / 'shapes'), train_per_class=64, val_per_class=1)
     model = timm.create_model(recipe['model'], **SMALL)
     assert model.describe().permutation_label == 'random'
