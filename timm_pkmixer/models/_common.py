@@ -6,15 +6,16 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 import torch
 import torch.nn as nn
 from timm.layers import get_act_layer, register_notrace_function
+from timm.models import build_model_with_cfg
 
 from .._timm import feature_take_indices
 from ..errors import InputShapeError, InvalidArgumentError
 from ..layers.structure import DerivedStructure
 from ..validation import choice, int_pair, non_negative_int
-from ._checkpoint import check_state_dict
+from ._checkpoint import check_state_dict, checkpoint_filter_fn
 
-__all__ = ['ALTERNATIVE_ARGS', 'UNUSED_ARGS', 'TRAINING_ONLY_ARGS', 'ModelArgs', 'merge_args', 'layer_name',
-           'act_layer_arg', 'patch_grid', 'paper_cfg', 'check_input', 'PKModelMixin']
+__all__ = ['build_registered', 'ALTERNATIVE_ARGS', 'UNUSED_ARGS', 'TRAINING_ONLY_ARGS', 'ModelArgs', 'merge_args',
+           'layer_name', 'act_layer_arg', 'patch_grid', 'paper_cfg', 'check_input', 'PKModelMixin']
 
 # Arguments that choose the same thing in different terms: when a caller gives one of a group, the entry
 # point's defaults for the others are dropped (rp_mixer_b_w's default gamma=4.57 yields to mlp_ratio=...).
@@ -234,3 +235,18 @@ class PKModelMixin:
             raise InvalidArgumentError(f'load_state_dict needs a mapping of tensors, got {type(state_dict).__name__}')
         state_dict = check_state_dict(self, state_dict, strict=strict)
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+
+def build_registered(model_class: type, variant: str, pretrained: bool, model_args: Mapping[str, Any],
+                     **kwargs: Any) -> nn.Module:
+    """An entry point's model: `variant` of `model_class` from its `model_args`, every one of which the caller's
+    kwargs may override (:func:`merge_args`), through timm's ``build_model_with_cfg`` with our checkpoint filter
+    and the feature getter."""
+    kwargs = merge_args(model_args, kwargs)
+    out_indices = kwargs.pop('out_indices', 3)
+    return build_model_with_cfg(
+        model_class, variant, pretrained,
+        pretrained_filter_fn=checkpoint_filter_fn,
+        feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
+        **kwargs,
+    )

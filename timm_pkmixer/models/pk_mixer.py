@@ -29,14 +29,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn as nn
 from timm.layers import DropPath, PatchEmbed, get_act_layer, get_norm_layer, lecun_normal_
-from timm.models import (
-    build_model_with_cfg,
-    checkpoint,
-    checkpoint_seq,
-    generate_default_cfgs,
-    named_apply,
-    register_model,
-)
+from timm.models import checkpoint, checkpoint_seq, generate_default_cfgs, named_apply, register_model
 
 from .._timm import feature_take_indices, mixer_init_weights
 from ..description import ModelDescription, describe_mixer
@@ -54,8 +47,16 @@ from ..validation import (
     rate,
     real_pair,
 )
-from ._checkpoint import checkpoint_filter_fn
-from ._common import ModelArgs, PKModelMixin, act_layer_arg, check_input, layer_name, merge_args, paper_cfg, patch_grid
+from ._common import (
+    ModelArgs,
+    PKModelMixin,
+    act_layer_arg,
+    build_registered,
+    check_input,
+    layer_name,
+    paper_cfg,
+    patch_grid,
+)
 
 __all__ = ['TileTokens', 'PKMixerBlock', 'PKMixer']
 
@@ -535,16 +536,7 @@ def _init_weights_paper(module: nn.Module, name: str, head_bias: float = 0.) -> 
 
 def _create_pk_mixer(variant: str, pretrained: bool, model_args: Dict[str, Any], **kwargs) -> PKMixer:
     """Build `variant` from its `model_args`, every one of which the caller's kwargs may override."""
-    kwargs = merge_args(model_args, kwargs)
-    out_indices = kwargs.pop('out_indices', 3)
-    return build_model_with_cfg(
-        PKMixer,
-        variant,
-        pretrained,
-        pretrained_filter_fn=checkpoint_filter_fn,
-        feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
-        **kwargs,
-    )
+    return build_registered(PKMixer, variant, pretrained, model_args, **kwargs)
 
 
 def _cfg32(**kwargs) -> Dict[str, Any]:

@@ -20,15 +20,14 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
-from timm.models import build_model_with_cfg, checkpoint_seq, generate_default_cfgs, register_model
+from timm.models import checkpoint_seq, generate_default_cfgs, register_model
 
 from .._timm import feature_take_indices
 from ..description import ModelDescription, describe_shallow
 from ..layers import KroneckerLinear, MonarchLinear, monarch_block_size
 from ..sizes import check_shallow_size
 from ..validation import choice, int_pair, non_negative_int, positive_int, rate
-from ._checkpoint import checkpoint_filter_fn
-from ._common import ModelArgs, PKModelMixin, act_layer_arg, check_input, merge_args, paper_cfg
+from ._common import ModelArgs, PKModelMixin, act_layer_arg, build_registered, check_input, paper_cfg
 
 __all__ = ['STRUCTURES', 'ShallowBlock', 'ShallowMlp']
 
@@ -166,6 +165,7 @@ class ShallowMlp(PKModelMixin, nn.Module):
         ``blocks[i-1]``) and the head if asked; returns the kept indices."""
         take_indices, max_index = feature_take_indices(len(self.blocks) + 1, indices)
         self.blocks = self.blocks[:max_index]
+        self.model_args = self.model_args.replace(num_blocks=len(self.blocks))
         if prune_head:
             self.reset_classifier(0, '')
         return take_indices
@@ -223,14 +223,7 @@ class ShallowMlp(PKModelMixin, nn.Module):
 
 def _create_shallow(variant: str, pretrained: bool, model_args: Dict[str, Any], **kwargs) -> ShallowMlp:
     """Build `variant` from its `model_args`, every one of which the caller's kwargs may override."""
-    kwargs = merge_args(model_args, kwargs)
-    out_indices = kwargs.pop('out_indices', 3)
-    return build_model_with_cfg(
-        ShallowMlp, variant, pretrained,
-        pretrained_filter_fn=checkpoint_filter_fn,
-        feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
-        **kwargs,
-    )
+    return build_registered(ShallowMlp, variant, pretrained, model_args, **kwargs)
 
 
 def _cfg(size: int, structure: str, mean: float, std: float, **kwargs: Any) -> Dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import torch
 import torch.nn as nn
 from timm.layers import PatchEmbed, get_act_layer, lecun_normal_
-from timm.models import build_model_with_cfg, checkpoint_seq, generate_default_cfgs, register_model
+from timm.models import checkpoint_seq, generate_default_cfgs, register_model
 
 from .._timm import feature_take_indices
 from ..description import ModelDescription, describe_sw_mlp
@@ -28,8 +28,7 @@ from ..layers import MaskedLinear
 from ..sizes import check_sw_mlp_size
 from ..validation import choice, integer, non_negative_int, optional, positive_int, positive_real, probability, rate
 from ..width import sw_mlp_width
-from ._checkpoint import checkpoint_filter_fn
-from ._common import ModelArgs, PKModelMixin, act_layer_arg, check_input, merge_args, paper_cfg, patch_grid
+from ._common import ModelArgs, PKModelMixin, act_layer_arg, build_registered, check_input, paper_cfg, patch_grid
 
 MAX_WIDTH = 2 ** 20  # m² = 2^40 weights per layer (4 TiB in fp32): far past any machine
 
@@ -280,14 +279,7 @@ class SwMlp(PKModelMixin, nn.Module):
 
 def _create_sw_mlp(variant: str, pretrained: bool, model_args: Dict[str, Any], **kwargs) -> SwMlp:
     """Build `variant` from its `model_args`, every one of which the caller's kwargs may override."""
-    kwargs = merge_args(model_args, kwargs)
-    out_indices = kwargs.pop('out_indices', 3)
-    return build_model_with_cfg(
-        SwMlp, variant, pretrained,
-        pretrained_filter_fn=checkpoint_filter_fn,
-        feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
-        **kwargs,
-    )
+    return build_registered(SwMlp, variant, pretrained, model_args, **kwargs)
 
 
 default_cfgs = generate_default_cfgs({
