@@ -12,7 +12,7 @@ with one thread each. It writes
     OUT/runs.csv     one row per run: model, seed, epochs, final and best top-1 error, train loss, seconds
     OUT/fig2d.png    test error per epoch, mean ± sd over seeds, and the final errors
     OUT/meta.json    the commands, versions, summary, wall and CPU time
-    OUT/work/        recipes, run folders (args.yaml, summary.csv), logs, the data, curves.csv (per epoch):
+    OUT/scratch/     recipes, run folders (args.yaml, summary.csv), logs, the data, curves.csv (per epoch):
                      not committed
 
 The MNIST recipe (the paper's setting) is ``train_recipes/mnist/shallow_monarch_28.yaml`` (and ``shallow_kron_28``).
@@ -111,11 +111,11 @@ def main() -> None:
     args = p.parse_args()
 
     out = Path(args.out)
-    work = out / 'work'  # recipes, run folders, logs, data: not committed
+    work = out / 'scratch'  # recipes, run folders, logs, data: not committed
     recipes, runs_dir, data = work / 'recipes', work / 'runs', work / 'digits'
     for d in (recipes, runs_dir):
         d.mkdir(parents=True, exist_ok=True)
-    (out / '.gitignore').write_text('work/\n')
+    (out / '.gitignore').write_text('scratch/\n')
     from timm_pkmixer.datasets import write_digits_image_folder
     shutil.rmtree(data, ignore_errors=True)
     write_digits_image_folder(str(data))
