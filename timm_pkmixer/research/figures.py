@@ -83,7 +83,7 @@ def group_runs(paths: Sequence[str], labels: Optional[Sequence[str]] = None) -> 
     """Read runs and group them by label (default: `run_label`). Per group and column: mean, min and max over
     its runs, on the epochs all its runs have."""
     if labels is not None and len(labels) != len(paths):
-        raise InvalidArgumentError(f'{len(labels)} labels for {len(paths)} runs: give one --label per summary.csv')
+        raise InvalidArgumentError(f'{len(labels)} labels for {len(paths)} runs: give one label per summary.csv')
     labels = labels or [run_label(p) for p in paths]
     runs: OrderedDict[str, List[Dict[str, np.ndarray]]] = OrderedDict()
     for path, label in zip(paths, labels):
