@@ -15,7 +15,7 @@ from ..validation import choice, int_pair, non_negative_int
 from ._checkpoint import check_state_dict, checkpoint_filter_fn
 
 __all__ = ['build_registered', 'ALTERNATIVE_ARGS', 'UNUSED_ARGS', 'TRAINING_ONLY_ARGS', 'ModelArgs', 'merge_args',
-           'layer_name', 'act_layer_arg', 'patch_grid', 'paper_cfg', 'check_input', 'PKModelMixin']
+           'layer_name', 'act_layer_arg', 'patch_grid', 'paper_cfg', 'check_input', 'PKModelMixin', 'FlatMapHeadMixin']
 
 # Arguments that choose the same thing in different terms: when a caller gives one of a group, the entry
 # point's defaults for the others are dropped (rp_mixer_b_w's default gamma=4.57 yields to mlp_ratio=...).
@@ -250,3 +250,18 @@ def build_registered(model_class: type, variant: str, pretrained: bool, model_ar
         feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
         **kwargs,
     )
+
+
+class FlatMapHeadMixin:
+    """The head of a model whose features are one position, a (B, n, 1, 1) map (SW-MLP, shallow MLPs):
+    'avg' pooling of the single position is a flatten, then dropout and the classifier."""
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        """(B, n, 1, 1) → (B, num_classes), or the (B, n) features with `pre_logits`."""
+        if self.global_pool == 'avg':
+            x = x.flatten(1)
+        x = self.head_drop(x)
+        return x if pre_logits else self.head(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x))

@@ -27,7 +27,7 @@ from ..description import ModelDescription, describe_shallow
 from ..layers import KroneckerLinear, MonarchLinear, monarch_block_size
 from ..sizes import check_shallow_size
 from ..validation import choice, int_pair, non_negative_int, positive_int, rate
-from ._common import ModelArgs, PKModelMixin, act_layer_arg, build_registered, check_input, paper_cfg
+from ._common import FlatMapHeadMixin, ModelArgs, PKModelMixin, act_layer_arg, build_registered, check_input, paper_cfg
 
 __all__ = ['STRUCTURES', 'ShallowBlock', 'ShallowMlp']
 
@@ -63,7 +63,7 @@ class ShallowBlock(nn.Module):
         return self.act(self.fc(x))
 
 
-class ShallowMlp(PKModelMixin, nn.Module):
+class ShallowMlp(FlatMapHeadMixin, PKModelMixin, nn.Module):
     """x ↦ B_c B_L φ(… φ(B_1 x)): (B, in_chans, H, W) → (B, num_classes); ``forward_features`` gives (B, n, 1, 1)."""
 
     def __init__(
@@ -209,16 +209,6 @@ class ShallowMlp(PKModelMixin, nn.Module):
         else:
             x = self.blocks(x)
         return x[:, :, None, None]
-
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        """(B, n, 1, 1) → (B, num_classes); 'avg' pooling of the single position is a flatten."""
-        if self.global_pool == 'avg':
-            x = x.flatten(1)
-        x = self.head_drop(x)
-        return x if pre_logits else self.head(x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
 
 
 def _create_shallow(variant: str, pretrained: bool, model_args: Dict[str, Any], **kwargs) -> ShallowMlp:

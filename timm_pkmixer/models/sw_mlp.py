@@ -28,7 +28,16 @@ from ..layers import MaskedLinear
 from ..sizes import check_sw_mlp_size
 from ..validation import choice, integer, non_negative_int, optional, positive_int, positive_real, probability, rate
 from ..width import sw_mlp_width
-from ._common import ModelArgs, PKModelMixin, act_layer_arg, build_registered, check_input, paper_cfg, patch_grid
+from ._common import (
+    FlatMapHeadMixin,
+    ModelArgs,
+    PKModelMixin,
+    act_layer_arg,
+    build_registered,
+    check_input,
+    paper_cfg,
+    patch_grid,
+)
 
 MAX_WIDTH = 2 ** 20  # m² = 2^40 weights per layer (4 TiB in fp32): far past any machine
 
@@ -123,7 +132,7 @@ def _resolve_args(given: Dict[str, Any], device: Any = None, dtype: Any = None) 
     return ModelArgs({k: resolved[k] for k in given})  # in the constructor's order
 
 
-class SwMlp(PKModelMixin, nn.Module):
+class SwMlp(FlatMapHeadMixin, PKModelMixin, nn.Module):
     """SW-MLP: (B, in_chans, H, W) → (B, num_classes); ``forward_features`` gives (B, m, 1, 1).
     ``model_args`` holds the arguments it was built with, resolved (:class:`~timm_pkmixer.models.ModelArgs`).
     """
@@ -265,16 +274,6 @@ class SwMlp(PKModelMixin, nn.Module):
         else:
             x = self.blocks(x)
         return self.norm(x)[:, :, None, None]
-
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        """(B, m, 1, 1) → (B, num_classes); 'avg' pooling of the single position is a flatten."""
-        if self.global_pool == 'avg':
-            x = x.flatten(1)
-        x = self.head_drop(x)
-        return x if pre_logits else self.head(x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
 
 
 def _create_sw_mlp(variant: str, pretrained: bool, model_args: Dict[str, Any], **kwargs) -> SwMlp:
