@@ -219,7 +219,7 @@ def paired_summary(rows: List[Dict], pairs, widest) -> List[str]:
 def plot_trend(agg: List[Dict], omega: float, seeds: int, path: str) -> None:
     """Test error and test loss against C (log axis, C = S dashed), and the per-seed paired difference of the
     test loss from the widest pair against m, per family."""
-    from timm_pkmixer.research.figures import require_matplotlib
+    from timm_pkmixer._matplotlib import require_matplotlib
     Figure = require_matplotlib()
     fig = Figure(figsize=(12, 3.8), layout='constrained')
     axes = fig.subplots(1, 3)

@@ -24,6 +24,7 @@ from timm_pkmixer.analysis import (
     init_edge,
     linear_cka,
     mixing_branches,
+    pk_effective_weight,
     sparse_edge,
     spectra_table,
     top_singular_value,
@@ -31,7 +32,6 @@ from timm_pkmixer.analysis import (
 from timm_pkmixer.analysis.spectra import _normalised_singular_values, sparse_bernoulli
 from timm_pkmixer.cli import main
 from timm_pkmixer.errors import InvalidArgumentError
-from timm_pkmixer.research import pk_effective_weight
 
 from conftest import randomize_
 

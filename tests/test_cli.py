@@ -9,7 +9,7 @@ from pathlib import Path
 import timm
 
 from timm_pkmixer.catalog import list_pkmixer_models, summarize
-from timm_pkmixer.demo import SHAPES, run_demo, write_shapes_dataset
+from timm_pkmixer.experiments.demo import SHAPES, run_demo, write_shapes_dataset
 
 
 def test_models_table_lists_every_model():
@@ -70,7 +70,7 @@ def test_demo_uses_the_idle_cores(monkeypatch):
     """Under load, one thread (two threads convoyed 9x slower on a busy 2-core machine); idle, all of them."""
     import os
 
-    from timm_pkmixer.demo import choose_threads
+    from timm_pkmixer.experiments.demo import choose_threads
     monkeypatch.delenv('OMP_NUM_THREADS', raising=False)
     monkeypatch.setattr(os, 'cpu_count', lambda: 2)
     monkeypatch.setattr(os, 'getloadavg', lambda: (3.1, 3.0, 2.5))
@@ -82,7 +82,7 @@ def test_demo_uses_the_idle_cores(monkeypatch):
 
 
 def test_demo_reading_follows_its_numbers():
-    from timm_pkmixer.demo import DemoResult, reading
+    from timm_pkmixer.experiments.demo import DemoResult, reading
     rp = DemoResult('s_mixer_rp_s64c64_32', 76356, 4096, 0.6, 91.0, 30.)
     normal = DemoResult('s_mixer_s64c64_32', 76356, 4096, 0.4, 96.3, 20.)
     assert 'trails the normal one by 5.3 points' in reading(rp, normal)

@@ -15,7 +15,7 @@ import torch
 
 from timm_pkmixer.cli import main as cli_main
 from timm_pkmixer.errors import ArgumentValueError, InvalidArgumentError
-from timm_pkmixer.recipes import resolve_batch_and_lr
+from timm_pkmixer.experiments.recipes import resolve_batch_and_lr
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL_TRAIN_PY = os.environ.get('TIMM_TRAIN_PY')  # read before the fixture clears it
@@ -166,7 +166,7 @@ def test_library_batch_planning_refuses_a_global_batch_of_zero(cfg, world_size, 
 
 
 def test_library_launch_errors_are_in_argument_terms(files):
-    from timm_pkmixer.train_py import LaunchArgumentError, prepare_train
+    from timm_pkmixer.experiments.train_py import LaunchArgumentError, prepare_train
     with pytest.raises(LaunchArgumentError) as e:
         prepare_train('recipe.yaml', ['-b', '0'], 'train.py')
     assert str(e.value) == 'batch_size must be a positive integer, got 0'
@@ -240,7 +240,7 @@ def test_packaged_finetune_recipe_with_another_model_against_the_real_train_py(f
     (8, 7.9, '2', (1, '8 cores, load average 7.9, 2 processes on this machine')),
 ])
 def test_threads_are_the_idle_cores_per_process(monkeypatch, cores, load, local_world, expected):
-    from timm_pkmixer.threads import choose_threads
+    from timm_pkmixer.experiments.threads import choose_threads
     monkeypatch.delenv('OMP_NUM_THREADS', raising=False)
     monkeypatch.setattr(os, 'cpu_count', lambda: cores)
     monkeypatch.setattr(os, 'getloadavg', lambda: (load, load, load))
@@ -378,7 +378,7 @@ def test_the_models_register_once_timm_is_imported(first):
     (99.0, 85.0, 'matched or beat the normal one here (+14.0 points). The paper sees RP catch up'),
 ])
 def test_demo_concludes_only_from_models_that_learned(rp_acc, normal_acc, expected):
-    from timm_pkmixer.demo import DemoResult, reading
+    from timm_pkmixer.experiments.demo import DemoResult, reading
     text = reading(DemoResult('s_mixer_rp_s64c64_32', 1, 4096, 0.5, rp_acc, 1.),
                    DemoResult('s_mixer_s64c64_32', 1, 4096, 0.5, normal_acc, 1.))
     assert expected in text

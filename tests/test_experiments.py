@@ -13,8 +13,8 @@ import yaml
 
 from timm_pkmixer.catalog import summarize
 from timm_pkmixer.cli import main as pkmixer
-from timm_pkmixer.recipes import check_recipe_keys, list_recipes, load_recipe, recipe_root, resolve_recipe
-from timm_pkmixer.sweep import (
+from timm_pkmixer.experiments.recipes import check_recipe_keys, list_recipes, load_recipe, recipe_root, resolve_recipe
+from timm_pkmixer.experiments.sweep import (
     experiment_points,
     figures_markdown,
     gamma_points,
@@ -22,7 +22,7 @@ from timm_pkmixer.sweep import (
     recipe_figures,
     write_sweep,
 )
-from timm_pkmixer.sweep_tables import CIFAR_SWEEP_PAIRS
+from timm_pkmixer.experiments.sweep_tables import CIFAR_SWEEP_PAIRS
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -147,8 +147,8 @@ def test_explain_lists_each_setting_value_and_source(tmp_path, capsys):
 
 def test_train_recipes_readme_lists_every_figure_with_its_sources():
     text = (ROOT / 'train_recipes' / 'README.md').read_text()
-    assert figures_markdown() in text, ('train_recipes/README.md: paste the output of `python -c "from '
-                                        'timm_pkmixer.sweep import figures_markdown; print(figures_markdown())"`')
+    assert figures_markdown() in text, ('train_recipes/README.md: paste the output of `python -c "from timm_pkmixer.'
+                                        'experiments.sweep import figures_markdown; print(figures_markdown())"`')
     assert '| SW-MLP arm | none | Fig. 6 has none |' in text and '| seeds | 5 | D.6: five trials (STL-10) |' in text
 
 
@@ -256,7 +256,7 @@ def test_every_written_recipe_is_valid_and_names_its_point(tmp_path, recipe, exp
 
 def _digits(root):
     pytest.importorskip('sklearn')
-    from timm_pkmixer.datasets import write_digits_image_folder
+    from timm_pkmixer.experiments.datasets import write_digits_image_folder
     counts = write_digits_image_folder(str(root))
     assert sum(counts['train'].values()) + sum(counts['validation'].values()) == 1797
     return root

@@ -394,9 +394,9 @@ def test_a_train_py_checkpoint_with_an_unsafe_args_yaml_beside_it_is_not_publish
 
 
 def test_the_library_speaks_in_arguments_the_command_in_flags(tmp_path, capsys):
-    from timm_pkmixer.checkpoint_file import read_checkpoint
     from timm_pkmixer.errors import CheckpointError, InvalidArgumentError
-    from timm_pkmixer.hub import check_repo_id, write_hub_folder
+    from timm_pkmixer.publish.checkpoint_file import read_checkpoint
+    from timm_pkmixer.publish.hub import check_repo_id, write_hub_folder
     model = timm.create_model('sw_mlp_o18_32', width=64, num_blocks=1)
     save_file(model.state_dict(), str(tmp_path / 'w.safetensors'))
     (tmp_path / 'file').write_text('')
@@ -419,8 +419,8 @@ def test_the_library_speaks_in_arguments_the_command_in_flags(tmp_path, capsys):
 
 
 def test_writing_the_folder_leaves_the_model_as_it_was(tmp_path):
-    from timm_pkmixer.checkpoint_file import build_validated_model, read_checkpoint
-    from timm_pkmixer.hub import write_hub_folder
+    from timm_pkmixer.publish.checkpoint_file import build_validated_model, read_checkpoint
+    from timm_pkmixer.publish.hub import write_hub_folder
     model = randomize_(timm.create_model(RP_NAME, num_blocks=2, num_classes=3))
     save_file(model.state_dict(), str(tmp_path / 'w.safetensors'))
     ckpt = read_checkpoint(str(tmp_path / 'w.safetensors'))

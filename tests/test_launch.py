@@ -16,7 +16,7 @@ import timm
 from PIL import Image
 
 from timm_pkmixer.cli import main as cli_main
-from timm_pkmixer.datasets import export_image_folder
+from timm_pkmixer.experiments.datasets import export_image_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 

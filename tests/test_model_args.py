@@ -12,10 +12,10 @@ import torch
 
 from timm_pkmixer import PKMixer, SwMlp, expand_resolution
 from timm_pkmixer.catalog import list_pkmixer_models
-from timm_pkmixer.checkpoint_file import build_validated_model, read_checkpoint
-from timm_pkmixer.hub import write_hub_folder
 from timm_pkmixer.models import ShallowMlp
 from timm_pkmixer.models._common import TRAINING_ONLY_ARGS, ModelArgs
+from timm_pkmixer.publish.checkpoint_file import build_validated_model, read_checkpoint
+from timm_pkmixer.publish.hub import write_hub_folder
 
 from conftest import randomize_
 

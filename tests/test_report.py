@@ -16,7 +16,7 @@ import yaml
 from timm.utils import update_summary
 
 from timm_pkmixer.cli import main as pkmixer
-from timm_pkmixer.report import build_report, infer_experiment, read_run, scheduled_epochs, write_report
+from timm_pkmixer.experiments.report import build_report, infer_experiment, read_run, scheduled_epochs, write_report
 
 TESTS = Path(__file__).resolve().parent
 
@@ -89,7 +89,7 @@ def test_runs_named_anything_are_grouped_by_configuration(tmp_path):
 ])
 def test_the_experiment_is_named_by_what_varies(points, experiment):
     from timm_pkmixer.catalog import summarize
-    from timm_pkmixer.report import _features
+    from timm_pkmixer.experiments.report import _features
     feats = [_features(summarize(m, **kw), kw) for m, kw in points]
     assert infer_experiment(feats)[0] == experiment
 
@@ -267,7 +267,7 @@ def test_epochs_csv_regenerates_the_report_and_holds_no_machine_path(tmp_path):
 
 def _digits(root):
     pytest.importorskip('sklearn')
-    from timm_pkmixer.datasets import write_digits_image_folder
+    from timm_pkmixer.experiments.datasets import write_digits_image_folder
     write_digits_image_folder(str(root))
     return root
 

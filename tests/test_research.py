@@ -12,12 +12,13 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
+from timm_pkmixer.analysis import fig_s9_weights, paper_vec_order, pk_effective_weight
+from timm_pkmixer.analysis.width_figures import width_curve_data
 from timm_pkmixer.catalog import list_pkmixer_models, models_near_omega, summarize
 from timm_pkmixer.cli import main
 from timm_pkmixer.description import describe_mixer
+from timm_pkmixer.experiments.figures import group_runs, read_summary, run_label
 from timm_pkmixer.layers import make_pk_mlp
-from timm_pkmixer.research import fig_s9_weights, paper_vec_order, pk_effective_weight
-from timm_pkmixer.research.figures import group_runs, read_summary, run_label, width_curve_data
 from timm_pkmixer.width import gamma_for_omega, mixer_omega, optimal_width, patch_sweep, width_curve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -312,7 +313,7 @@ def test_width_trend_benchmark_smoke(tmp_path):
 
 
 def test_square_channels_marks_where_c_equals_s():
-    from timm_pkmixer.research.figures import square_channels
+    from timm_pkmixer.experiments.figures import square_channels
     assert square_channels([(16, 64), (32, 32), (64, 16)]) == 32.0
     # the width sweep of benchmarks/paper_experiments.py: C = S lies between (S, C) = (83, 48) and (48, 83)
     pairs = [(16, 173), (32, 113), (48, 83), (83, 48), (113, 32), (173, 16)]

@@ -191,7 +191,7 @@ def test_errors_name_the_argument():
 
 @pytest.mark.parametrize('structure', ['monarch', 'kron'])
 def test_mnist_recipes_are_c1(structure):
-    from timm_pkmixer.recipes import load_recipe, resolve_recipe
+    from timm_pkmixer.experiments.recipes import load_recipe, resolve_recipe
     cfg = load_recipe(str(resolve_recipe(f'mnist/shallow_{structure}_28')))
     assert (cfg['model'], cfg['dataset'], cfg['in_chans'], cfg['img_size']) == (
         f'shallow_{structure}_28', 'torch/mnist', 1, 28)

@@ -140,7 +140,7 @@ def test_mixed_family_in_catalog_and_card():
     assert 's_mixer_rp_first_s64c64_32' in list_pkmixer_models()
     row = summarize('s_mixer_rp_first_s64c64_32').row()
     assert row['family'] == 'Mixed RP S-Mixer' and row['permutation'] == 'RNNNNNNN'
-    from timm_pkmixer.model_card import build_model_card
+    from timm_pkmixer.publish.model_card import build_model_card
     card = build_model_card('s_mixer_rp_first_s64c64_32', 'org/x', {'perm_seed': 0}, 'apache-2.0', [])
     assert 'mixed-rp-s-mixer' in card['tags']
     assert card['details']['Architecture']['permutation per block'] == 'RNNNNNNN (R: random, N: normal)'

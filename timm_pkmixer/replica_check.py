@@ -1,10 +1,3 @@
-"""The replica check for timm's train.py: ``--device-modules timm_pkmixer.replica_check`` (every recipe has it).
-
-Importing this module registers the models (it imports :mod:`timm_pkmixer`) and makes every
-``DistributedDataParallel(model, …)`` compare the model's permutation / mask seeds across ranks first
-(:func:`timm_pkmixer.distributed.install_ddp_replica_check`). ``import timm`` and ``import timm_pkmixer`` alone
-change nothing in torch.
-"""
-from .distributed import install_ddp_replica_check
-
-install_ddp_replica_check()
+"""``--device-modules timm_pkmixer.replica_check``: the stable name every recipe uses for
+:mod:`timm_pkmixer.distributed.replica_check` (importing it installs the replica check at every DDP wrap)."""
+from .distributed import replica_check  # noqa: F401

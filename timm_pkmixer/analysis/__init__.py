@@ -7,6 +7,8 @@ never prints; `pkmixer analyze` writes the tables and figures).
 * Spectra (Fig. 4 right, §4.3; Fig. S.1, D.1): `effective_singular_values` of every mixing FC seen as a layer
   of the wide MLP, the Marchenko–Pastur edge c_γ and the sparse edge √L+ (eq. 17), and the random-matrix
   experiments `fig4_spectra`, `fig_s1_spectra`.
+* Width (Fig. 3, S.9, §3.3): `width_report` (the table of `pkmixer width`), `fig_s9_weights` and
+  `pk_effective_weight` (the effective weight J2 (I ⊗ W) J1 of a PK layer as a dense matrix, for figures only).
 
 Why not a CKA library: ckatorch 1.0.3 (PyPI, MIT, read before deciding) was weighed against the ~40 lines of
 `cka.py`. Its mini-batch loop assigns ``cka_epoch[i, j] = cka_batch(x, y)`` inside the batch loop, so each
@@ -33,8 +35,11 @@ from .spectra import (
     spectra_table,
     top_singular_value,
 )
+from .weights import fig_s9_weights, paper_vec_order, pk_effective_weight
+from .width_table import width_report
 
 __all__ = ['HsicAccumulator', 'gram', 'hsic_biased', 'hsic_unbiased', 'linear_cka', 'CkaMatrix', 'cka_matrix',
            'capture_branches', 'mixing_branches', 'FIG4_DIMS', 'FIG4_TOKENS', 'c_gamma', 'effective_singular_values',
            'fig4_spectra', 'fig_s1_spectra', 'init_edge', 'mixing_fc_layers', 'mp_edge', 'sparse_edge',
-           'spectra_table', 'top_singular_value']
+           'spectra_table', 'top_singular_value', 'fig_s9_weights', 'paper_vec_order', 'pk_effective_weight',
+           'width_report']

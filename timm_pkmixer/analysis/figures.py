@@ -4,7 +4,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..research.figures import require_matplotlib
+from .._matplotlib import require_matplotlib
 from .compare import CkaMatrix
 
 __all__ = ['plot_cka_matrix', 'plot_cka_vs_density', 'plot_fig4', 'plot_fig_s1', 'plot_layer_spectra']

@@ -30,7 +30,7 @@ def _checkpoint_file(path: Path) -> Path:
 def _load(spec: str, args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], str, str, Dict[str, Any]]:
     """(model in eval mode, the run's train.py arguments, a label, the model name, the arguments it was built
     with) of a run folder or checkpoint."""
-    from ..hub import build_validated_model, read_checkpoint
+    from ..publish.hub import build_validated_model, read_checkpoint
     ckpt = read_checkpoint(str(_checkpoint_file(Path(spec))))
     name = args.model or ckpt.train_args.get('model')
     if not name:

@@ -8,7 +8,7 @@ __all__ = ['add_commands']
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..datasets import prepare_stl10
+    from ..experiments.datasets import prepare_stl10
     counts = prepare_stl10(args.out_dir, args.download_root or str(Path(args.out_dir) / 'raw'))
     for folder, per_class in counts.items():
         print(f'{Path(args.out_dir) / folder}: {sum(per_class.values())} images in {len(per_class)} classes')

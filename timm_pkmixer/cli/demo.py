@@ -9,7 +9,7 @@ __all__ = ['add_commands']
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..demo import run_demo
+    from ..experiments.demo import run_demo
     run_demo(models=args.model, data_dir=args.data_dir, epochs=args.epochs, batch_size=args.batch_size,
              lr=args.lr, seed=args.seed, train_per_class=args.train_per_class, keep_data=args.keep_data,
              threads=args.threads,
@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    from ..demo import DEFAULT_MODELS
+    from ..experiments.demo import DEFAULT_MODELS
     p = add_command(subparsers, 'demo', run,
                     help='train an RP S-Mixer and its normal twin for about a minute on the CPU')
     p.add_argument('--model', nargs='+', default=list(DEFAULT_MODELS), help='models to train, in turn')

@@ -13,9 +13,9 @@ __all__ = ['add_commands']
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..checkpoint_file import build_validated_model, read_checkpoint
     from ..expand import expand_resolution
-    from ..hub import check_repo_id, write_hub_folder
+    from ..publish.checkpoint_file import build_validated_model, read_checkpoint
+    from ..publish.hub import check_repo_id, write_hub_folder
     with in_flag_terms(**FLAGS):
         repo_id = check_repo_id(args.repo_id or f'your-org/{Path(args.out_dir).name}')
         ckpt = read_checkpoint(args.checkpoint, use_ema=args.use_ema)

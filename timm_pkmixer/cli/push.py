@@ -12,8 +12,8 @@ FLAGS = dict(repo_id='--repo-id', use_ema='--use-ema', out_dir='--out-dir')  # t
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..checkpoint_file import build_validated_model, read_checkpoint
-    from ..hub import check_repo_id, upload_to_hub, write_hub_folder
+    from ..publish.checkpoint_file import build_validated_model, read_checkpoint
+    from ..publish.hub import check_repo_id, upload_to_hub, write_hub_folder
     with in_flag_terms(**FLAGS):
         check_repo_id(args.repo_id)
         ckpt = read_checkpoint(args.checkpoint, use_ema=args.use_ema)

@@ -66,7 +66,7 @@ def _check_width_flags(args: argparse.Namespace) -> None:
 
 
 def run_width(args: argparse.Namespace) -> int:
-    from ..research import width_report
+    from ..analysis.width_table import width_report
     _check_width_flags(args)
     with flag_names(_FLAGS):
         report = width_report(omega=args.omega, gamma=args.gamma, dims=args.C, patches=args.patch,
@@ -79,15 +79,17 @@ def run_width(args: argparse.Namespace) -> int:
 
 
 def _plot_weights(args: argparse.Namespace) -> None:
-    from ..research.figures import plot_weights, require_matplotlib
-    from ..research.weights import fig_s9_weights
+    from .._matplotlib import require_matplotlib
+    from ..analysis.weights import fig_s9_weights
+    from ..analysis.width_figures import plot_weights
     require_matplotlib()
     plot_weights(fig_s9_weights(args.size, args.seed), args.out)
 
 
 def _plot_width(args: argparse.Namespace) -> None:
+    from .._matplotlib import require_matplotlib
+    from ..analysis.width_figures import plot_width
     from ..catalog import models_near_omega, summarize
-    from ..research.figures import plot_width, require_matplotlib
     from ..width import patch_sweep, width_curve
     require_matplotlib()
     if args.omega is None:
@@ -107,7 +109,8 @@ def _plot_width(args: argparse.Namespace) -> None:
 
 
 def _plot_run(args: argparse.Namespace) -> None:
-    from ..research.figures import plot_runs, require_matplotlib
+    from .._matplotlib import require_matplotlib
+    from ..experiments.figures import plot_runs
     require_matplotlib()
     plot_runs(args.summary, args.out, args.label)
 

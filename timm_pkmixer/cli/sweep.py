@@ -11,7 +11,7 @@ __all__ = ['add_commands']
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import InvalidArgumentError
-    from ..sweep import SWEEP_EXPLAINED, SWEEP_RECORD, explain, plan_sweep, write_sweep
+    from ..experiments.sweep import SWEEP_EXPLAINED, SWEEP_RECORD, explain, plan_sweep, write_sweep
     options = dict(experiment=args.experiment, permutations=args.permutation, seeds=args.seeds, omega=args.omega,
                    model_kwargs=args.model_kwargs, gamma=args.gamma, dims=args.dims, figure=args.figure)
     try:
@@ -37,8 +37,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    from ..sweep import EXPERIMENTS
-    from ..sweep_tables import FIGURES
+    from ..experiments.sweep import EXPERIMENTS
+    from ..experiments.sweep_tables import FIGURES
     p = add_command(subparsers, 'sweep', run,
                     help="write one train.py recipe per point (and seed) of one of the paper's experiments",
                     description="Write one train.py recipe per point and seed of one of the paper's experiments: "

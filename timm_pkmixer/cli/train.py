@@ -10,12 +10,12 @@ from ._common import add_command, flag_names
 
 __all__ = ['add_commands']
 
-TRAIN_PY_ENV = 'TIMM_TRAIN_PY'  # as timm_pkmixer.train_py (not imported here: it is not needed for --help)
+TRAIN_PY_ENV = 'TIMM_TRAIN_PY'  # as timm_pkmixer.experiments.train_py (not imported here: it is not needed for --help)
 _OWN_FLAGS = {'global_batch': '--global-batch', 'threads': '--threads', 'train_py': '--train-py'}
 
 
 def _list_train_args(args: argparse.Namespace) -> int:
-    from ..train_py import find_train_py, format_train_args, load_train_py, train_py_arguments
+    from ..experiments.train_py import find_train_py, format_train_args, load_train_py, train_py_arguments
     path = find_train_py(args.train_py)
     module = load_train_py(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
@@ -24,14 +24,14 @@ def _list_train_args(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..train_py import TrainPyError, missing_train_py_message
+    from ..experiments.train_py import TrainPyError, missing_train_py_message
     try:
         if args.list_train_args:
             return _list_train_args(args)
         if not args.recipe:
             raise InvalidArgumentError(f'a RECIPE is required (e.g. train_recipes/imagenet/rp_mixer_b_w.yaml); '
                                        f'train.py from --train-py or ${TRAIN_PY_ENV}')
-        from ..train_py import prepare_train, run_train
+        from ..experiments.train_py import prepare_train, run_train
         with flag_names(_OWN_FLAGS):  # the library names the argument; say it as the flag the user typed
             plan = prepare_train(args.recipe, args.rest, args.train_py, args.global_batch, args.threads)
     except TrainPyError as e:

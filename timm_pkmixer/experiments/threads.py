@@ -9,7 +9,7 @@ many threads as idle cores (cores − 1-minute load average), shared among the p
 import os
 from typing import Optional, Tuple
 
-from .validation import positive_int
+from ..validation import positive_int
 
 __all__ = ['choose_threads', 'set_threads']
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._timm import generate_readme
-from .catalog import summarize
+from .._timm import generate_readme
+from ..catalog import summarize
 
 __all__ = ['PAPER_ARXIV', 'PAPER_BIBTEX', 'RunMetrics', 'read_run_metrics', 'build_model_card', 'render_model_card']
 

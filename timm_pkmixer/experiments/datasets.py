@@ -7,7 +7,7 @@ with ``--data-dir DIR``.
 from pathlib import Path
 from typing import Dict, Sequence
 
-from .errors import UserInputError
+from ..errors import UserInputError
 
 __all__ = ['export_image_folder', 'prepare_stl10', 'write_digits_image_folder']
 
@@ -50,7 +50,7 @@ def write_digits_image_folder(root: str, split_seed: int = 0, test_fraction: flo
         from sklearn.datasets import load_digits
         from sklearn.model_selection import train_test_split
     except ImportError as e:
-        from .errors import MissingDependencyError
+        from ..errors import MissingDependencyError
         raise MissingDependencyError("the digits data set needs scikit-learn: pip install 'timm-pkmixer[research]'") \
             from e
     import numpy as np

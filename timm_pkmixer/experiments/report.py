@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import yaml
 
-from .errors import InvalidArgumentError, UserInputError
+from ..errors import InvalidArgumentError, UserInputError
 
 __all__ = ['RUN_ONLY_KEYS', 'SEED_MODEL_ARGS', 'EXPERIMENTS', 'COLUMNS', 'SEED_RANGE', 'Run', 'Point', 'Listed',
            'Report', 'LISTED_KINDS', 'read_run', 'read_summary', 'scheduled_epochs', 'find_runs', 'read_epochs_csv',
@@ -455,7 +455,7 @@ def _differs(a: Dict[str, Any], b: Dict[str, Any]) -> List[str]:
 
 
 def _describe(run: Run, cache: Dict[str, Any]) -> Any:
-    from .catalog import summarize
+    from ..catalog import summarize
     kwargs = {k: v for k, v in run.model_kwargs.items() if k not in SEED_MODEL_ARGS}
     key = _dump([run.model, kwargs])
     if key not in cache:
@@ -612,7 +612,7 @@ def write_report(report: Report, out_dir: str, figures: bool = True) -> Tuple[Li
     skipped = None
     if figures and report.points:
         try:
-            from .research.figures import plot_report
+            from .figures import plot_report
             written += plot_report(report, out)
         except ImportError:
             skipped = f'{FIGURES_HINT}; report.csv and report.md are written, the figures are not'

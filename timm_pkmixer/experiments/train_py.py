@@ -18,9 +18,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
-from .errors import ArgumentValueError, InvalidArgumentError, UserInputError
+from ..errors import ArgumentValueError, InvalidArgumentError, UserInputError
+from ..validation import positive_int
 from .recipes import BatchAndLr, check_recipe_keys, load_recipe, resolve_batch_and_lr, resolve_recipe
-from .validation import positive_int
 
 __all__ = ['TRAIN_PY_ENV', 'TrainArgumentError', 'TrainPyError', 'find_train_py', 'missing_train_py_message',
            'load_train_py', 'train_py_arguments', 'format_train_args', 'LaunchArgumentError', 'ModelInfo', 'TrainPlan',
@@ -182,7 +182,7 @@ def _model_info(args: argparse.Namespace) -> ModelInfo:
     arguments here, before training starts."""
     import timm
 
-    from .catalog import check_model_kwargs, is_pkmixer_model
+    from ..catalog import check_model_kwargs, is_pkmixer_model
     name = args.model
     kwargs = dict(args.model_kwargs or {})
     if args.num_classes is not None:

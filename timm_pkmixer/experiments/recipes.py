@@ -1,6 +1,6 @@
 """Training recipes for timm's train.py: finding, loading and checking them, and the effective batch and lr.
 
-The paper's sweep tables live with the sweeps (:mod:`timm_pkmixer.sweep_tables`).
+The paper's sweep tables live with the sweeps (:mod:`timm_pkmixer.experiments.sweep_tables`).
 
 A recipe is a YAML file for ``train.py --config``: its keys are train.py argument names (``dest``s such as
 ``batch_size``, ``model_kwargs``). train.py turns the keys into parser defaults, so command-line flags still
@@ -13,8 +13,8 @@ from typing import Any, Dict, Iterable, List
 
 import yaml
 
-from .errors import UserInputError
-from .validation import positive_int
+from ..errors import UserInputError
+from ..validation import positive_int
 
 __all__ = [
     'RecipeError', 'RecipeInfo', 'recipe_root', 'list_recipes', 'resolve_recipe', 'load_recipe', 'check_recipe_keys',
@@ -28,11 +28,11 @@ class RecipeError(UserInputError, ValueError):
 
 def recipe_root() -> Path:
     """The packaged recipes: ``timm_pkmixer/train_recipes`` in a wheel, ``train_recipes/`` in a checkout."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / 'train_recipes', here.parent / 'train_recipes'):
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / 'train_recipes', package.parent / 'train_recipes'):
         if candidate.is_dir():
             return candidate
-    raise FileNotFoundError(2, 'the packaged recipes are missing (a broken install?)', str(here / 'train_recipes'))
+    raise FileNotFoundError(2, 'the packaged recipes are missing (a broken install?)', str(package / 'train_recipes'))
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 The figure a sweep reproduces is chosen by what the base recipe says, not by its name: a packaged recipe names the
 figures it is the base of on ``# figure: KEY`` lines (``figure`` picks one explicitly; the keys and every figure's
-settings with their sources are in :mod:`timm_pkmixer.sweep_tables`). A recipe of no figure gets the experiment's
-points around its own model, with no SW-MLP arm.
+settings with their sources are in :mod:`timm_pkmixer.experiments.sweep_tables`). A recipe of no figure gets the
+experiment's points around its own model, with no SW-MLP arm.
 
 Experiments: ``width`` (Fig. 4 left, 5, 6, S.2, S.6), ``depth`` (Fig. 7), ``rp-block`` (Fig. S.4), ``gamma``
 (Fig. S.3), ``patch`` (Fig. S.5). Every point is a record (:class:`ExperimentPoint`: model, model arguments, the
@@ -21,7 +21,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import yaml
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
+from ..validation import choice
+from ..width import patch_sweep, sw_mlp_width, tokens_for_omega, width_point
 from .recipes import load_recipe, resolve_recipe
 from .report import SEED_RANGE
 from .sweep_tables import (
@@ -38,8 +40,6 @@ from .sweep_tables import (
     Figure,
     Setting,
 )
-from .validation import choice
-from .width import patch_sweep, sw_mlp_width, tokens_for_omega, width_point
 
 __all__ = ['EXPERIMENTS', 'SWEEP_RECORD', 'SWEEP_EXPLAINED', 'ExperimentPoint', 'SweepPlan', 'recipe_figures',
            'gamma_points', 'plan_sweep', 'experiment_points', 'explain', 'figures_markdown', 'write_sweep',
@@ -108,7 +108,7 @@ def _perm(perm: str) -> Tuple[Dict[str, Any], str]:
 
 
 def _summary(model: str, kwargs: Mapping[str, Any]) -> Any:
-    from .catalog import summarize
+    from ..catalog import summarize
     return summarize(model, **kwargs)
 
 
@@ -268,7 +268,8 @@ def plan_sweep(
         model_kwargs: Model arguments added to the base recipe's and the figure's (the point's own win).
         gamma: γ of an MLP-Mixer width sweep.
         dims: The channels C of an MLP-Mixer or S.6 width sweep.
-        figure: A key of :data:`~timm_pkmixer.sweep_tables.FIGURES` (default: the recipe's ``# figure:`` line).
+        figure: A key of :data:`~timm_pkmixer.experiments.sweep_tables.FIGURES` (default: the recipe's
+            ``# figure:`` line).
     """
     path = resolve_recipe(recipe)
     base = load_recipe(path)

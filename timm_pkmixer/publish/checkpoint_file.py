@@ -17,9 +17,9 @@ import torch
 import yaml
 from timm.models import clean_state_dict
 
-from .catalog import check_model_kwargs, is_pkmixer_model
-from .errors import CheckpointError, CheckpointMismatchError, InvalidArgumentError
-from .layers.structure import DerivedStructure
+from ..catalog import check_model_kwargs, is_pkmixer_model
+from ..errors import CheckpointError, CheckpointMismatchError, InvalidArgumentError
+from ..layers.structure import DerivedStructure
 
 __all__ = ['TrainingCheckpoint', 'load_checkpoint_file', 'read_train_args', 'read_checkpoint', 'check_finite',
            'check_digests', 'build_validated_model']

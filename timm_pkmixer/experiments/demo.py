@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
+from ..validation import positive_int
 from .threads import choose_threads
-from .validation import positive_int
 
 __all__ = ['DEFAULT_MODELS', 'SHAPES', 'write_shapes_dataset', 'DemoResult', 'run_demo', 'learned_threshold',
            'accuracy_noise', 'reading', 'choose_threads']
@@ -161,7 +161,7 @@ def run_demo(
     """
     import torch
 
-    from .catalog import check_model_name
+    from ..catalog import check_model_name
     log = log or (lambda line: None)
     n_threads, why = choose_threads(threads)
     torch.set_num_threads(n_threads)

@@ -35,9 +35,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .errors import ArgumentTypeError, UserInputError
-from .layers.structure import DerivedStructure
-from .validation import positive_real
+from ..errors import ArgumentTypeError, UserInputError
+from ..layers.structure import DerivedStructure
+from ..validation import positive_real
 
 __all__ = ['CHECK_ENV', 'DEFAULT_TIMEOUT_S', 'ReplicaMismatchError', 'ReplicaCheckTimeoutError',
            'structure_fingerprint', 'check_replicas', 'install_ddp_replica_check', 'install_cpu_ddp']

@@ -24,9 +24,9 @@ from typing import Any, Dict, List, Optional
 import torch
 from timm.models import save_for_hf
 
+from ..errors import InvalidArgumentError
+from ..models._common import TRAINING_ONLY_ARGS
 from .checkpoint_file import TrainingCheckpoint, build_validated_model, read_checkpoint, read_train_args
-from .errors import InvalidArgumentError
-from .models._common import TRAINING_ONLY_ARGS
 
 __all__ = ['HubFolder', 'export_model_args', 'write_hub_folder', 'upload_to_hub', 'check_repo_id',
            # reading and checking a checkpoint live in checkpoint_file; importable here as before
@@ -134,7 +134,7 @@ def upload_to_hub(folder: str, repo_id: str, private: bool = False, commit_messa
     Returns the repository URL."""
     from huggingface_hub import HfApi
 
-    from . import __version__
+    from .. import __version__
     api = HfApi(library_name='timm-pkmixer', library_version=__version__)
     repo_url = api.create_repo(repo_id, private=private, exist_ok=True)
     api.upload_folder(repo_id=repo_url.repo_id, folder_path=folder, commit_message=commit_message)

@@ -1,0 +1,87 @@
+"""The package's layout is its architecture: the model core (the package root, ``layers/``, ``models/``) imports
+nothing from the wings (``analysis/``, ``distributed/``, ``experiments/``, ``publish/``), the wings import the
+core and not each other, ``cli/`` sits on top, and no two modules import each other, directly or around a loop.
+Read from the source with ``ast``, imports inside functions included."""
+import ast
+from pathlib import Path
+from typing import Dict, Set
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / 'timm_pkmixer'
+WINGS = ('analysis', 'distributed', 'experiments', 'publish')
+# the stable names that forward to a wing: the package's lazy public names, `python -m timm_pkmixer`, and the two
+# --device-modules names every recipe uses
+FACADES = {'timm_pkmixer', 'timm_pkmixer.__main__', 'timm_pkmixer.replica_check', 'timm_pkmixer.cpu_ddp'}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix('').parts)
+    return '.'.join(parts[:-1] if parts[-1] == '__init__' else parts)
+
+
+def _modules() -> Dict[str, Path]:
+    return {_module_name(p): p for p in PACKAGE.rglob('*.py')}
+
+
+def import_graph() -> Dict[str, Set[str]]:
+    """module -> the package's modules it imports (``from .x import y`` counts ``.x.y`` when that is a module)."""
+    modules = _modules()
+    graph: Dict[str, Set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == '__init__.py' else name.rsplit('.', 1)[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding='utf-8'))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split('.')[:len(package.split('.')) - node.level + 1]
+                    target = '.'.join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ''
+                for alias in node.names:
+                    sub = f'{target}.{alias.name}'
+                    targets.add(sub if sub in modules else target)
+            elif isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def layer(module: str) -> str:
+    """'core', one of WINGS, 'cli', or 'facade'."""
+    if module in FACADES:
+        return 'facade'
+    parts = module.split('.')
+    if len(parts) > 1 and parts[1] in WINGS + ('cli',):
+        return parts[1]
+    return 'core'
+
+
+def test_the_core_imports_no_wing_and_no_wing_imports_another():
+    graph = import_graph()
+    upward = sorted((a, b) for a, targets in graph.items() for b in targets
+                    if layer(a) == 'core' and layer(b) not in ('core', 'facade'))
+    sideways = sorted((a, b) for a, targets in graph.items() for b in targets
+                      if layer(a) in WINGS and layer(b) in WINGS + ('cli',) and layer(b) != layer(a))
+    from_cli = sorted((a, b) for a, targets in graph.items() for b in targets if layer(b) == 'cli'
+                      and layer(a) not in ('cli', 'facade'))
+    assert upward == [], f'the core imports the harness: {upward}'
+    assert sideways == [], f'a wing imports another wing or the CLI: {sideways}'
+    assert from_cli == [], f'the library imports the CLI: {from_cli}'
+
+
+@pytest.mark.parametrize('module,layer_name', [
+    ('timm_pkmixer.layers.pk_layer', 'core'), ('timm_pkmixer.width', 'core'),
+    ('timm_pkmixer.experiments.sweep', 'experiments'), ('timm_pkmixer.publish.hub', 'publish'),
+    ('timm_pkmixer.replica_check', 'facade'), ('timm_pkmixer.cli.train', 'cli')])
+def test_layers_are_read_from_the_folders(module, layer_name):
+    assert module in _modules()
+    assert layer(module) == layer_name
+
+
+def test_the_graph_sees_a_planted_upward_import():
+    """The checker finds what it is for: a core module that imports a wing, read through the same code."""
+    graph = import_graph()
+    graph['timm_pkmixer.width'] = graph['timm_pkmixer.width'] | {'timm_pkmixer.experiments.report'}
+    upward = [(a, b) for a, t in graph.items() for b in t if layer(a) == 'core' and layer(b) in WINGS]
+    assert upward == [('timm_pkmixer.width', 'timm_pkmixer.experiments.report')]

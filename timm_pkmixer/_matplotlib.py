@@ -1,0 +1,16 @@
+"""matplotlib, the optional `plot` extra: every figure of the package asks for it here, so a missing install
+ends in one message that names the extra."""
+from .errors import MissingDependencyError
+
+__all__ = ['PLOT_EXTRA_HINT', 'require_matplotlib']
+
+PLOT_EXTRA_HINT = "pkmixer plot needs matplotlib: pip install 'timm-pkmixer[plot]' (or pip install matplotlib)"
+
+
+def require_matplotlib():
+    """matplotlib's `Figure` class (no pyplot, no global state), or ImportError with the install hint."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as e:
+        raise MissingDependencyError(PLOT_EXTRA_HINT) from e
+    return Figure
