@@ -494,10 +494,10 @@ def _epochs_line(path: Path, lineno: int, line: Dict[str, str], first: bool) -> 
         try:
             args = json.loads(line['config'] or 'null')
         except json.JSONDecodeError as e:
-            raise RunFileError(f'{where}: column config is not JSON ({e.msg} at character {e.pos})') from None
+            raise RunFileError(f'{where}: column config is not JSON ({e.msg} at character {e.pos + 1})') from None
         if not isinstance(args, dict) or 'model' not in args:
             raise RunFileError(f'{where}: column config of run {line["run"]!r} is not a train.py configuration '
-                               f'(a JSON object with a model), as the first line of each run holds')
+                               f'(a JSON object with a model)')
         check_train_args(args, where)
     try:
         epoch = None if not line['epoch'] else int(line['epoch'])

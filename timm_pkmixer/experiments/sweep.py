@@ -466,6 +466,8 @@ def write_sweep(recipe: str, out_dir: str, add: bool = False, **kwargs: Any) -> 
         raise InvalidArgumentError(f'out_dir {out} already holds {", ".join(clash[:3])}'
                                    f'{" …" if len(clash) > 3 else ""}: adding would overwrite them')
     base = load_recipe(resolve_recipe(recipe))
+    record_path = out / SWEEP_RECORD
+    record = read_sweep_record(record_path) if record_path.is_file() else {}  # refused before anything is written
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for point in plan.points:
@@ -482,8 +484,6 @@ def write_sweep(recipe: str, out_dir: str, add: bool = False, **kwargs: Any) -> 
                       f'# Written by `pkmixer sweep {recipe}`; every setting and its source: {SWEEP_RECORD}.\n')
             target.write_text(header + yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding='utf-8')
             paths.append(target)
-    record_path = out / SWEEP_RECORD
-    record = read_sweep_record(record_path) if record_path.is_file() else {}
     sweeps = record.get('sweeps', []) + [_record(plan, names)]
     record_path.write_text(json.dumps({'sweeps': sweeps}, indent=1, ensure_ascii=False, default=str) + '\n',
                            encoding='utf-8')
