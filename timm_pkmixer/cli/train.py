@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgumentError(f'a RECIPE is required (e.g. train_recipes/imagenet/rp_mixer_b_w.yaml); '
                                        f'train.py from --train-py or ${TRAIN_PY_ENV}')
         from ..experiments.train_py import prepare_train, run_train
-        with in_flag_terms(args, 'global_batch', 'threads', 'train_py'):  # said as the flags the user typed
+        with in_flag_terms(args, 'global_batch', 'threads'):  # said as the flags the user typed
             plan = prepare_train(args.recipe, args.rest, args.train_py, args.global_batch, args.threads)
     except TrainPyError as e:
         raise InvalidArgumentError(f'{e.reason}\n{missing_train_py_message("pass --train-py PATH/train.py")}') from None

@@ -91,7 +91,7 @@ def read_train_args(path: Path) -> Dict[str, Any]:
     try:
         return read_args_yaml(path)
     except RunFileError as e:
-        raise CheckpointError(f'{e}; move it away to publish the checkpoint without the run\'s arguments') from e
+        raise CheckpointError(f'{e}; move it away to use the checkpoint without the run\'s arguments') from e
 
 
 def read_checkpoint(path: str, use_ema: bool = False) -> TrainingCheckpoint:
