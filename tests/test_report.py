@@ -179,12 +179,13 @@ def test_values_that_are_not_measurements_are_listed_not_averaged(tmp_path, name
 
 @pytest.mark.parametrize('text,reason', [
     ('epoch,train_loss,eval_loss,eval_top1\n0,1.0,1.0,50\n1,1.0,1.0\n2,1.0,1.0,90\n',
-     'summary.csv is ragged: line 3 has 3 fields, its header 4'),
+     'summary.csv, line 3: 3 values for 4 columns'),
     ('epoch,train_loss,eval_loss,eval_top1\n0,1.0,1.0,50\n1,1.0,oops,60\n2,1.0,1.0,90\n',
-     "summary.csv line 3: eval_loss = 'oops' is not a number"),
+     "summary.csv, line 3: column 'eval_loss' holds 'oops', not a number"),
     ('epoch,train_loss,eval_loss,eval_top1\n0,1.0,1.0,50\n1.5,1.0,1.0,60\n2,1.0,1.0,90\n',
-     'summary.csv line 3: epoch 1.5 is not an integer'),
-    ('0,1.0,1.0,50\n', 'summary.csv line 1 comes before any header'),
+     'summary.csv, line 3: epoch 1.5 is not an epoch number'),
+    ('0,1.0,1.0,50\n', "summary.csv is not a timm train.py summary.csv (needs epoch and train_loss columns; line 1 "
+                        "is '0,1.0,1.0,50')"),
 ])
 def test_a_ragged_or_non_numeric_file_is_listed(tmp_path, text, reason):
     run_folder(tmp_path, 'good_seed0', 0)
@@ -218,7 +219,9 @@ def test_an_unreadable_folder_is_named_and_the_report_still_written(tmp_path, ca
     (alien / 'args.yaml').write_text(yaml.safe_dump(dict(model='no_such_model_xyz', seed=0, epochs=1)))
     report = build_report([str(tmp_path / 'runs')])
     assert [name for name, _ in report.unreadable] == ['broken']
-    assert report.unreadable[0][1].startswith('args.yaml cannot be read (while parsing a flow')
+    assert report.unreadable[0][1] == ('args.yaml: not a train.py args.yaml that can be read safely (ParserError: '
+                                       "while parsing a flow sequence: expected ',' or ']', but got '<stream end>' "
+                                       'at line 2, column 1)')
     assert listed(report)['alien'].startswith('its model cannot be built here')
     assert pkmixer(['report', str(tmp_path / 'runs'), '--out-dir', str(tmp_path / 'out'), '--no-figures']) == 0
     assert 'pkmixer report: cannot read broken:' in capsys.readouterr().err

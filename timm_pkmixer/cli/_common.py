@@ -1,15 +1,14 @@
-"""Argument groups shared by several commands, defined once, and the helper that registers a command."""
+"""Argument groups shared by several commands, defined once; the helper that registers a command; and
+:func:`in_flag_terms`, the one way a library argument's name becomes the command's flag."""
 import argparse
 import ast
 import contextlib
-from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, Mapping, Sequence
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 from ..errors import ArgumentValueError, InvalidArgumentError, UserInputError
 from ..validation import cli_type, positive_int, positive_real
 
-__all__ = ['ParseKwargs', 'add_command', 'add_model_options', 'add_width_options', 'in_flag_terms', 'flag_names',
-           'POSITIVE_INT',
+__all__ = ['ParseKwargs', 'add_command', 'add_model_options', 'add_width_options', 'in_flag_terms', 'POSITIVE_INT',
            'POSITIVE_REAL']
 
 POSITIVE_INT = cli_type(positive_int)
@@ -34,25 +33,11 @@ class ParseKwargs(argparse.Action):
         setattr(namespace, self.dest, kwargs)
 
 
-@contextmanager
-def in_flag_terms(**flags: str) -> Iterator[None]:
-    """Re-raise a library error that starts with an argument's name in the terms of the command's option
-    (``repo_id must be …`` → ``--repo-id must be …``): the library speaks in arguments, the command in flags."""
-    try:
-        yield
-    except UserInputError as e:
-        message = str(e)
-        for name, flag in flags.items():
-            if message.startswith((f'{name} ', f'{name}:')):
-                raise type(e)(flag + message[len(name):]) from e
-        raise
-
-
 def add_command(subparsers: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int],
                 **kwargs: Any) -> argparse.ArgumentParser:
     """A subcommand whose handler is `run(args) -> exit status` (user errors are raised, not printed)."""
     parser = subparsers.add_parser(name, **kwargs)
-    parser.set_defaults(run=run, prog=parser.prog)
+    parser.set_defaults(run=run, prog=parser.prog, flags=_Flags(parser))
     return parser
 
 
@@ -75,14 +60,38 @@ def add_width_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--in-chans', type=POSITIVE_INT, default=3, help='input channels for --patch (default 3)')
 
 
+class _Flags:
+    """The options of a command's parser by argument name (``dest``): ``repo_id`` → ``--repo-id``, read when asked
+    (the parser gets its arguments after :func:`add_command`)."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self.parser = parser
+
+    def get(self, name: str) -> Optional[str]:
+        for action in self.parser._actions:
+            if action.dest == name and action.option_strings:
+                return next((o for o in action.option_strings if o.startswith('--')), action.option_strings[0])
+        return None
+
+
 @contextlib.contextmanager
-def flag_names(flags: Mapping[str, str]) -> Iterator[None]:
-    """Say the library's :class:`ArgumentValueError` with the flag the user typed: `flags` maps argument names
-    to flags; an error that carries its own option strings (train.py's) uses those."""
+def in_flag_terms(args: argparse.Namespace, *names: str) -> Iterator[None]:
+    """Say the library's errors about the arguments `names` in the command's terms, with the option the user typed
+    for each (read from the command's parser: ``repo_id`` → ``--repo-id``): an :class:`ArgumentValueError` by its
+    `argument` (or by the option strings it carries: train.py's ``-b/--batch-size``), any other
+    :class:`UserInputError` whose message starts with one of `names` (``repo_id must be …`` → ``--repo-id must be …``).
+    The library speaks in arguments, the command in flags; this is the one place that turns one into the other."""
     try:
         yield
-    except ArgumentValueError as e:
-        flag = '/'.join(e.options) or flags.get(e.argument)
-        if not flag:
+    except UserInputError as e:
+        flags = {n: f for n in names if (f := args.flags.get(n))}
+        if isinstance(e, ArgumentValueError):
+            flag = '/'.join(e.options) or flags.get(e.argument)
+            if flag:
+                raise InvalidArgumentError(f'{flag} {e.problem}') from None
             raise
-        raise InvalidArgumentError(f'{flag} {e.problem}') from None
+        message = str(e)
+        for name, flag in flags.items():
+            if message.startswith((f'{name} ', f'{name}:')):
+                raise type(e)(flag + message[len(name):]) from e
+        raise

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..validation import cli_type, integer
 from ._common import add_command, add_model_options, in_flag_terms
-from .push import FLAGS
+from .push import PUBLISH_ARGUMENTS
 
 __all__ = ['add_commands']
 
@@ -16,7 +16,7 @@ def run(args: argparse.Namespace) -> int:
     from ..expand import expand_resolution
     from ..publish.checkpoint_file import build_validated_model, read_checkpoint
     from ..publish.hub import check_repo_id, write_hub_folder
-    with in_flag_terms(**FLAGS):
+    with in_flag_terms(args, *PUBLISH_ARGUMENTS):
         repo_id = check_repo_id(args.repo_id or f'your-org/{Path(args.out_dir).name}')
         ckpt = read_checkpoint(args.checkpoint, use_ema=args.use_ema)
         model, build_kwargs = build_validated_model(args.model, ckpt, args.model_kwargs)
@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
               'weights': Path(args.checkpoint).name, 'factor': f'{k} (images {h}×{w} → {k * h}×{k * w})',
               'how': how, 'exactness': f'on an image of {k}×{k} tiles of the original size, every tile gets exactly '
                                       f"the original model's tokens"}
-    with in_flag_terms(**FLAGS):
+    with in_flag_terms(args, *PUBLISH_ARGUMENTS):
         folder = write_hub_folder(expanded, ckpt, args.out_dir, repo_id, license=args.license, expanded_from=origin)
     for note in folder.notes:
         print(f'note: {note}', file=sys.stderr)

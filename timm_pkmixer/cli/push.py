@@ -8,18 +8,18 @@ from ._common import add_command, add_model_options, in_flag_terms
 
 __all__ = ['add_commands']
 
-FLAGS = dict(repo_id='--repo-id', use_ema='--use-ema', out_dir='--out-dir')  # the library's argument → option
+PUBLISH_ARGUMENTS = ('repo_id', 'use_ema', 'out_dir')  # the library's arguments these commands name as flags
 
 
 def run(args: argparse.Namespace) -> int:
     from ..publish.checkpoint_file import build_validated_model, read_checkpoint
     from ..publish.hub import check_repo_id, upload_to_hub, write_hub_folder
-    with in_flag_terms(**FLAGS):
+    with in_flag_terms(args, *PUBLISH_ARGUMENTS):
         check_repo_id(args.repo_id)
         ckpt = read_checkpoint(args.checkpoint, use_ema=args.use_ema)
         model, _ = build_validated_model(args.model, ckpt, args.model_kwargs)
     with tempfile.TemporaryDirectory() as tmp:
-        with in_flag_terms(**FLAGS):
+        with in_flag_terms(args, *PUBLISH_ARGUMENTS):
             folder = write_hub_folder(model, ckpt, args.out_dir or str(Path(tmp) / 'upload'), args.repo_id,
                                       license=args.license, datasets=args.dataset)
         for note in folder.notes:

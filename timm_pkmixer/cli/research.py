@@ -4,12 +4,12 @@ import json
 import sys
 
 from ..errors import InvalidArgumentError
-from ._common import POSITIVE_INT, add_command, add_width_options, flag_names
+from ._common import POSITIVE_INT, add_command, add_width_options, in_flag_terms
 
 __all__ = ['add_commands']
 
 
-_FLAGS = {'omega': '--omega', 'gamma': '--gamma', 'C': '--C', 'S': '--S', 'in_chans': '--in-chans'}
+_WIDTH_ARGUMENTS = ('omega', 'gamma', 'C', 'S', 'in_chans')  # the width library's arguments, said as flags
 
 
 def _fmt_num(x: float) -> str:
@@ -68,7 +68,7 @@ def _check_width_flags(args: argparse.Namespace) -> None:
 def run_width(args: argparse.Namespace) -> int:
     from ..analysis.width_table import width_report
     _check_width_flags(args)
-    with flag_names(_FLAGS):
+    with in_flag_terms(args, *_WIDTH_ARGUMENTS):
         report = width_report(omega=args.omega, gamma=args.gamma, dims=args.C, patches=args.patch,
                               num_tokens=args.S, in_chans=args.in_chans, models=args.model, mirror=args.mirror)
     if args.json:
@@ -116,7 +116,7 @@ def _plot_run(args: argparse.Namespace) -> None:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    with flag_names(_FLAGS):
+    with in_flag_terms(args, *_WIDTH_ARGUMENTS):
         args.plot(args)
     print(f'wrote {args.out}')
     return 0

@@ -6,12 +6,11 @@ import traceback
 
 from ..errors import InvalidArgumentError
 from ..validation import cli_type, positive_int
-from ._common import add_command, flag_names
+from ._common import add_command, in_flag_terms
 
 __all__ = ['add_commands']
 
 TRAIN_PY_ENV = 'TIMM_TRAIN_PY'  # as timm_pkmixer.experiments.train_py (not imported here: it is not needed for --help)
-_OWN_FLAGS = {'global_batch': '--global-batch', 'threads': '--threads', 'train_py': '--train-py'}
 
 
 def _list_train_args(args: argparse.Namespace) -> int:
@@ -32,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgumentError(f'a RECIPE is required (e.g. train_recipes/imagenet/rp_mixer_b_w.yaml); '
                                        f'train.py from --train-py or ${TRAIN_PY_ENV}')
         from ..experiments.train_py import prepare_train, run_train
-        with flag_names(_OWN_FLAGS):  # the library names the argument; say it as the flag the user typed
+        with in_flag_terms(args, 'global_batch', 'threads'):  # said as the flags the user typed
             plan = prepare_train(args.recipe, args.rest, args.train_py, args.global_batch, args.threads)
     except TrainPyError as e:
         raise InvalidArgumentError(f'{e.reason}\n{missing_train_py_message("pass --train-py PATH/train.py")}') from None

@@ -1,6 +1,5 @@
 """Figures of training runs (matplotlib, the optional `plot` extra): the curves of timm train.py runs (`pkmixer
 plot run`, Fig. S.6-S.8) and the figures of `pkmixer report`. Data functions need numpy only."""
-import csv
 import math
 import os
 import re
@@ -11,37 +10,25 @@ import numpy as np
 
 from .._matplotlib import require_matplotlib
 from ..errors import InvalidArgumentError
+from ..run_folder import RunFileError
+from ..run_folder import read_summary as read_run_summary
 
 __all__ = ['read_summary', 'run_label', 'group_runs', 'plot_runs', 'square_channels', 'plot_report']
 
 
 def read_summary(path: str) -> Dict[str, np.ndarray]:
-    """Columns of a timm train.py ``summary.csv`` (epoch, train_loss, eval_loss, eval_top1, ...) as float arrays.
-    A file that is not such a CSV (binary, no epoch/train_loss header, a value that is not a number) is refused
-    with an error naming the file and, for a bad value, its line and column."""
-    try:
-        with open(path, newline='', encoding='utf-8') as f:
-            reader = csv.DictReader(f)
-            rows = list(reader)
-            header = reader.fieldnames or []
-    except (UnicodeDecodeError, csv.Error) as e:
-        reason = 'not a text file' if isinstance(e, UnicodeDecodeError) else f'not a CSV file ({e})'
-        raise InvalidArgumentError(f'{path} is not a timm train.py summary.csv: {reason}') from None
-    if not rows or 'epoch' not in header or 'train_loss' not in header:
-        raise InvalidArgumentError(f'{path} is not a timm train.py summary.csv (needs epoch and train_loss columns '
-                                   f'and at least one row)')
-    columns: Dict[str, List[float]] = {k: [] for k in header}
-    for line, row in enumerate(rows, start=2):
-        if None in row:  # more fields than the header
-            raise InvalidArgumentError(f'{path}, line {line}: {len(header) + len(row[None])} values for '
-                                       f'{len(header)} columns')
-        for k in header:
-            text = row[k]
-            try:
-                columns[k].append(math.nan if text in ('', None) else float(text))
-            except ValueError:
-                raise InvalidArgumentError(f'{path}, line {line}: column {k!r} holds {text!r}, not a number') from None
-    return {k: np.array(v) for k, v in columns.items()}
+    """Columns of a timm train.py ``summary.csv`` (epoch, train_loss, eval_loss, eval_top1, ...) as float arrays in
+    epoch order, read as the report reads it (:func:`timm_pkmixer.run_folder.read_summary`: the header again after
+    ``--resume``, the last row written for an epoch wins). A file that is not such a CSV (binary, no epoch/train_loss
+    header, no row) or has a faulty row (a value that is not a number, a wrong field count) is refused with an error
+    naming the file and, for a row, its line and column."""
+    summary = read_run_summary(path)
+    if summary.faults:
+        raise RunFileError(f'{path}, {summary.faults[0]}')
+    if not summary.epochs:
+        raise RunFileError(f'{path} is not a timm train.py summary.csv (needs epoch and train_loss columns and at '
+                           f'least one row)')
+    return {k: np.array(v) for k, v in summary.curves().items()}
 
 
 def run_label(path: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any, Dict, Iterable, List
 import yaml
 
 from ..errors import UserInputError
+from ..run_folder import load_yaml, yaml_reason
 from ..validation import positive_int
 
 __all__ = [
@@ -81,15 +82,15 @@ def resolve_recipe(name_or_path: str) -> Path:
 
 
 def load_recipe(path: str) -> Dict[str, Any]:
-    """The recipe as a dict (``yaml.safe_load``, as train.py reads it: no Python tags)."""
+    """The recipe as a dict (safe YAML as train.py reads it, no Python tags; aliases bounded:
+    :func:`timm_pkmixer.run_folder.load_yaml`)."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(21, 'a recipe must be a YAML file, not a directory', str(path))
     try:
-        with open(path) as f:
-            cfg = yaml.safe_load(f)
-    except yaml.YAMLError as e:
-        raise RecipeError(f'{path}: not a valid YAML recipe ({" ".join(str(e).split())})') from e
+        cfg = load_yaml(path.read_text(encoding='utf-8'))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise RecipeError(f'{path}: not a valid YAML recipe ({yaml_reason(e)})') from e
     if not isinstance(cfg, dict):
         raise RecipeError(f'{path}: a recipe must be a YAML mapping of train.py arguments, got {type(cfg).__name__}')
     return cfg

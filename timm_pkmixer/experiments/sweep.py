@@ -22,13 +22,14 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import yaml
 
 from ..errors import InvalidArgumentError
+from ..run_folder import SEED_RANGE, read_sweep_record
 from ..validation import choice
 from ..width import patch_sweep, sw_mlp_width, tokens_for_omega, width_point
 from .recipes import load_recipe, resolve_recipe
-from .report import SEED_RANGE
 from .sweep_tables import (
     CIFAR_SWEEP_PAIRS,
     DEPTHS,
+    EXPERIMENTS,
     FIGURES,
     GAMMA_OMEGA,
     GAMMA_WIDTH,
@@ -45,7 +46,6 @@ __all__ = ['EXPERIMENTS', 'SWEEP_RECORD', 'SWEEP_EXPLAINED', 'ExperimentPoint', 
            'gamma_points', 'plan_sweep', 'experiment_points', 'explain', 'figures_markdown', 'write_sweep',
            'check_seeds']
 
-EXPERIMENTS = ('width', 'depth', 'rp-block', 'gamma', 'patch')
 SWEEP_RECORD, SWEEP_EXPLAINED = 'sweep.json', 'SWEEP.md'  # not *.yaml: `for r in DIR/*.yaml` trains recipes only
 _FIGURE_LINE = re.compile(r'^#\s*figure:\s*(\S+)\s*$')
 # model arguments an SW-MLP shares with the Mixers of its sweep (input, patches)
@@ -466,6 +466,8 @@ def write_sweep(recipe: str, out_dir: str, add: bool = False, **kwargs: Any) -> 
         raise InvalidArgumentError(f'out_dir {out} already holds {", ".join(clash[:3])}'
                                    f'{" …" if len(clash) > 3 else ""}: adding would overwrite them')
     base = load_recipe(resolve_recipe(recipe))
+    record_path = out / SWEEP_RECORD
+    record = read_sweep_record(record_path) if record_path.is_file() else {}  # refused before anything is written
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for point in plan.points:
@@ -482,8 +484,6 @@ def write_sweep(recipe: str, out_dir: str, add: bool = False, **kwargs: Any) -> 
                       f'# Written by `pkmixer sweep {recipe}`; every setting and its source: {SWEEP_RECORD}.\n')
             target.write_text(header + yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding='utf-8')
             paths.append(target)
-    record_path = out / SWEEP_RECORD
-    record = json.loads(record_path.read_text(encoding='utf-8')) if record_path.is_file() else {}
     sweeps = record.get('sweeps', []) + [_record(plan, names)]
     record_path.write_text(json.dumps({'sweeps': sweeps}, indent=1, ensure_ascii=False, default=str) + '\n',
                            encoding='utf-8')

@@ -15,10 +15,12 @@ the requested experiment (or the one given).
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-__all__ = ['Setting', 'Figure', 'FIGURES', 'IMAGENET_SWEEP_OMEGA', 'IMAGENET_SWEEP_PATCHES', 'CIFAR_SWEEP_PAIRS',
-           'DEPTHS', 'SW_MLP_DENSITIES', 'MLP_MIXER_DIMS', 'FIG4_DIMS', 'FIG4_TOKENS', 'FIG4_SW_DENSITIES',
-           'FIGS6_DIMS', 'GAMMA_OMEGA', 'GAMMA_WIDTH', 'PATCHES_32', 'PATCHES_90']
+__all__ = ['EXPERIMENTS', 'Setting', 'Figure', 'FIGURES', 'IMAGENET_SWEEP_OMEGA', 'IMAGENET_SWEEP_PATCHES',
+           'CIFAR_SWEEP_PAIRS', 'DEPTHS', 'SW_MLP_DENSITIES', 'MLP_MIXER_DIMS', 'FIG4_DIMS', 'FIG4_TOKENS',
+           'FIG4_SW_DENSITIES', 'FIGS6_DIMS', 'GAMMA_OMEGA', 'GAMMA_WIDTH', 'PATCHES_32', 'PATCHES_90']
 
+# the paper's experiments: what `pkmixer sweep` generates and `pkmixer report` names (one list, read by both)
+EXPERIMENTS = ('width', 'depth', 'rp-block', 'gamma', 'patch')
 IMAGENET_SWEEP_OMEGA = 290217984  # γ(768²·196 + 768·196²)/2 with γ = 4: Mixer-B/16's Ω (C.5)
 IMAGENET_SWEEP_PATCHES = (7, 8, 14, 16, 28, 32)  # C.5
 # C.4 (i): the (C, S) pairs of the S-Mixer sweeps, as printed in the paper.

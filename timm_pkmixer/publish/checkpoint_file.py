@@ -1,10 +1,11 @@
 """Reading a trained checkpoint and checking it against the model it is meant for (``pkmixer push`` and
 ``pkmixer expand`` start here; `hub` writes and uploads what they publish).
 
-Checkpoints are read safely: safetensors, or ``torch.load(weights_only=True)``; a run's ``args.yaml`` with
-``yaml.safe_load`` (a ``!!python`` tag is refused, never executed). The checked model is built as it was trained
-(the run's arguments, then the caller's) and loads the weights strictly: another architecture, S, C, depth,
-permutation or mask seed is refused, and so are digests cast to a float dtype and non-finite weights.
+Checkpoints are read safely: safetensors, or ``torch.load(weights_only=True)``; a run's ``args.yaml`` by
+:mod:`timm_pkmixer.run_folder` (safe YAML: a ``!!python`` tag is refused, never executed; aliases bounded). The
+checked model is built as it was trained (the run's arguments, then the caller's) and loads the weights strictly:
+another architecture, S, C, depth, permutation or mask seed is refused, and so are digests cast to a float dtype
+and non-finite weights.
 """
 import argparse
 import pickle
@@ -14,12 +15,12 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 import torch
-import yaml
 from timm.models import clean_state_dict
 
 from ..catalog import check_model_kwargs, is_pkmixer_model
 from ..errors import CheckpointError, CheckpointMismatchError, InvalidArgumentError
 from ..layers.structure import DerivedStructure
+from ..run_folder import RunFileError, check_train_args, read_args_yaml
 
 __all__ = ['TrainingCheckpoint', 'load_checkpoint_file', 'read_train_args', 'read_checkpoint', 'check_finite',
            'check_digests', 'build_validated_model']
@@ -77,24 +78,20 @@ def load_checkpoint_file(path: Path) -> Any:
                               f'torch.load(weights_only=True) reads are accepted ({str(e).splitlines()[0]})') from e
     except (RuntimeError, EOFError, ValueError, zipfile.BadZipFile) as e:
         raise _corrupt(path, e) from e
+    except OSError as e:  # a truncated zip: [Errno 22] Invalid argument
+        if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)):
+            raise
+        raise _corrupt(path, e) from e
 
 
 def read_train_args(path: Path) -> Dict[str, Any]:
-    """A train.py ``args.yaml`` as a dict, read with ``yaml.safe_load``: a file that is not YAML, holds a tag
-    safe_load does not build (``!!python/...``: refused, never executed) or is not a mapping is refused naming it."""
+    """A train.py ``args.yaml`` as a dict, read by :func:`timm_pkmixer.run_folder.read_args_yaml` (safe YAML, aliases
+    bounded): a file that is not YAML, holds a tag safe_load does not build (``!!python/...``: refused, never
+    executed), is not a mapping or has a ``model_kwargs`` that is not a mapping is refused naming it."""
     try:
-        args = yaml.safe_load(path.read_text())
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        first_line = (str(e).strip().splitlines() or [''])[0]
-        raise CheckpointError(f'{path}: not a train.py args.yaml that can be read safely ({type(e).__name__}: '
-                              f'{first_line}); move it away to publish the checkpoint without the run\'s '
-                              f'arguments') from e
-    if args is None:
-        return {}
-    if not isinstance(args, dict):
-        raise CheckpointError(f'{path}: holds a YAML {type(args).__name__}, not the mapping of arguments train.py '
-                              f'writes')
-    return args
+        return read_args_yaml(path)
+    except RunFileError as e:
+        raise CheckpointError(f'{e}; move it away to use the checkpoint without the run\'s arguments') from e
 
 
 def read_checkpoint(path: str, use_ema: bool = False) -> TrainingCheckpoint:
@@ -132,6 +129,11 @@ def read_checkpoint(path: str, use_ema: bool = False) -> TrainingCheckpoint:
         raise CheckpointError(f'{path}: state dict entries that are not tensors: {bad[:5]}')
     if isinstance(train_args, argparse.Namespace):
         train_args = vars(train_args)
+    if isinstance(train_args, dict):
+        try:
+            check_train_args(train_args, f'{path} (the arguments it records)')
+        except RunFileError as e:
+            raise CheckpointError(str(e)) from e
     if train_args is None and (path.parent / 'args.yaml').is_file():
         train_args = read_train_args(path.parent / 'args.yaml')
     return TrainingCheckpoint(path=path, state_dict=state_dict, train_args=dict(train_args or {}),

@@ -4,7 +4,6 @@ It states what can be read from the model and its training run, nothing else: pa
 (counted by `catalog.summarize`), the PK-family geometry, the recipe (timm train.py's `args.yaml`),
 and top-1 / top-5 of the pushed epoch from the run's `summary.csv`, when they describe the pushed weights.
 """
-import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .._timm import generate_readme
 from ..catalog import summarize
+from ..run_folder import RunFileError, read_summary, row_problem
 
 __all__ = ['PAPER_ARXIV', 'PAPER_BIBTEX', 'RunMetrics', 'read_run_metrics', 'build_model_card', 'render_model_card']
 
@@ -60,6 +60,10 @@ def read_run_metrics(
     train.py evaluates the EMA weights in place of the model's when the run keeps an EMA (on the device),
     so the numbers describe the pushed weights only if `weights_are_ema == run_had_ema_eval`.
     Returns (metrics or None, a note saying why none).
+
+    Raises:
+        RunFileError: the summary.csv has a faulty row, or the pushed epoch's values are not a measurement
+            (:func:`timm_pkmixer.run_folder.row_problem`), as the report refuses them.
     """
     if not summary_csv.is_file():
         return None, ''
@@ -69,13 +73,17 @@ def read_run_metrics(
         which = 'EMA' if run_had_ema_eval else 'non-EMA'
         hint = 'pass --use-ema' if run_had_ema_eval else 'drop --use-ema'
         return None, f'{summary_csv.name} not used: it holds the {which} weights\' accuracy ({hint} to push those)'
-    with summary_csv.open(newline='') as f:
-        rows = [r for r in csv.DictReader(f) if r.get('epoch', '').strip() and int(float(r['epoch'])) == epoch]
-    if not rows or not rows[-1].get('eval_top1'):
+    summary = read_summary(summary_csv)  # as the report reads it: resumed runs, the last row of an epoch wins
+    keep_out = '; refusing to put it on the model card (move the file away to push without the run\'s metrics)'
+    if summary.faults:
+        raise RunFileError(f'{summary_csv}, {summary.faults[0]}{keep_out}')
+    row = summary.epochs.get(epoch)
+    if row is None or 'eval_top1' not in row:
         return None, f'{summary_csv.name} not used: no validation row for epoch {epoch}'
-    row = rows[-1]
-    top5 = float(row['eval_top5']) if row.get('eval_top5') else None
-    return RunMetrics(top1=float(row['eval_top1']), top5=top5, epoch=epoch, ema=weights_are_ema), ''
+    problem = row_problem(epoch, row)  # the report's rule: finite, top-1 and top-5 in [0, 100]
+    if problem:
+        raise RunFileError(f'{summary_csv}, line {summary.lines[epoch]}: {problem}{keep_out}')
+    return RunMetrics(top1=row['eval_top1'], top5=row.get('eval_top5'), epoch=epoch, ema=weights_are_ema), ''
 
 
 def datasets_from_args(train_args: Dict[str, Any]) -> List[str]:
