@@ -1,7 +1,7 @@
 """`pkmixer push` and `pkmixer analyze` on the files of a run that train.py (or a crash) can leave: a summary.csv
 resumed into its folder, a top-1 that is not a measurement, truncated checkpoints, and ``model_kwargs`` that are not
-a mapping. Each is read through `timm_pkmixer.run_folder`, as the report reads it; a refusal exits 2 naming the file
-and the fault, without a traceback."""
+a mapping. Each is read through `timm_pkmixer.experiments.run_folder`, as the report reads it; a refusal exits 2
+naming the file and the fault, without a traceback."""
 import argparse
 
 import pytest

@@ -1,6 +1,7 @@
-"""The one reader of train.py's files (`timm_pkmixer.run_folder`) and the commands that read through it: YAML read
-safely with its aliases bounded, a summary.csv resumed as train.py writes it (read alike by `report` and `plot run`),
-faults named by file, line and column, a run's state, epochs.csv and sweep.json that are not JSON, and the report's
+"""The one reader of train.py's files (`timm_pkmixer.experiments.run_folder`) and the commands that read through it:
+YAML read safely with its aliases bounded, a summary.csv resumed as train.py writes it (read alike by `report` and
+`plot run`), faults named by file, line and column, a run's state, epochs.csv and sweep.json that are not JSON, and the
+report's
 configurations (equal numbers equal, never an empty reason, report.csv in full precision)."""
 import csv
 import os
@@ -13,7 +14,7 @@ import yaml
 from timm.utils import update_summary
 
 from timm_pkmixer.cli import main as pkmixer
-from timm_pkmixer.run_folder import (
+from timm_pkmixer.experiments.run_folder import (
     RunFileError,
     YAMLAliasError,
     load_yaml,

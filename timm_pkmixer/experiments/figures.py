@@ -10,16 +10,16 @@ import numpy as np
 
 from .._matplotlib import require_matplotlib
 from ..errors import InvalidArgumentError
-from ..run_folder import RunFileError
-from ..run_folder import read_summary as read_run_summary
+from .run_folder import RunFileError
+from .run_folder import read_summary as read_run_summary
 
 __all__ = ['read_summary', 'run_label', 'group_runs', 'plot_runs', 'square_channels', 'plot_report']
 
 
 def read_summary(path: str) -> Dict[str, np.ndarray]:
     """Columns of a timm train.py ``summary.csv`` (epoch, train_loss, eval_loss, eval_top1, ...) as float arrays in
-    epoch order, read as the report reads it (:func:`timm_pkmixer.run_folder.read_summary`: the header again after
-    ``--resume``, the last row written for an epoch wins). A file that is not such a CSV (binary, no epoch/train_loss
+    epoch order, read as the report reads it (:func:`.run_folder.read_summary`: the header again after ``--resume``,
+    the last row written for an epoch wins). A file that is not such a CSV (binary, no epoch/train_loss
     header, no row) or has a faulty row (a value that is not a number, a wrong field count) is refused with an error
     naming the file and, for a row, its line and column."""
     summary = read_run_summary(path)

@@ -2,7 +2,7 @@
 
 A run is what train.py writes into its output folder: ``args.yaml`` (every argument: the model, its
 ``model_kwargs``, the seed, the schedule …) and ``summary.csv`` (one row per epoch, written by
-``timm.utils.update_summary``). The report reads them with :mod:`timm_pkmixer.run_folder`, the one reader of
+``timm.utils.update_summary``). The report reads them with :mod:`timm_pkmixer.experiments.run_folder`, the one reader of
 train.py's files (also behind ``pkmixer plot run``, ``push`` and ``analyze``):
 
 * **identity**: a run *is* its resolved configuration. Runs whose ``args.yaml`` agree on everything but the seed and
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import InvalidArgumentError, UserInputError
-from ..run_folder import (
+from .run_folder import (
     RUN_ONLY_KEYS,
     SEED_MODEL_ARGS,
     SEED_RANGE,
@@ -58,8 +58,7 @@ __all__ = ['RUN_ONLY_KEYS', 'SEED_MODEL_ARGS', 'EXPERIMENTS', 'COLUMNS', 'SEED_R
            'Report', 'LISTED_KINDS', 'read_run', 'read_summary', 'scheduled_epochs', 'find_runs', 'read_epochs_csv',
            'infer_experiment', 'build_report', 'write_report', 'write_epochs_csv', 'FIGURES_HINT']
 
-# the run folders' own files (args.yaml, summary.csv, epochs.csv) are read by timm_pkmixer.run_folder; importable
-# here as before
+# the run folders' own files (args.yaml, summary.csv, epochs.csv) are read by .run_folder; importable here as before
 COLUMNS = ('experiment', 'point', 'model', 'num_blocks', 'num_tokens', 'embed_dim', 'width', 'permutation',
            'density', 'omega', 'gamma', 'patch_size', 'runs', 'seeds', 'epochs', 'top1_err_mean', 'top1_err_sd',
            'best_top1_err_mean', 'eval_loss_mean', 'note')

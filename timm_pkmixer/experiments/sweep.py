@@ -22,10 +22,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import yaml
 
 from ..errors import InvalidArgumentError
-from ..run_folder import SEED_RANGE, read_sweep_record
 from ..validation import choice
 from ..width import patch_sweep, sw_mlp_width, tokens_for_omega, width_point
 from .recipes import load_recipe, resolve_recipe
+from .run_folder import SEED_RANGE, read_sweep_record
 from .sweep_tables import (
     CIFAR_SWEEP_PAIRS,
     DEPTHS,

@@ -2,9 +2,10 @@
 ``pkmixer expand`` start here; `hub` writes and uploads what they publish).
 
 Checkpoints are read safely: safetensors, or ``torch.load(weights_only=True)``; a run's ``args.yaml`` by
-:mod:`timm_pkmixer.run_folder` (safe YAML: a ``!!python`` tag is refused, never executed; aliases bounded). The
-checked model is built as it was trained (the run's arguments, then the caller's) and loads the weights strictly:
-another architecture, S, C, depth, permutation or mask seed is refused, and so are digests cast to a float dtype
+:mod:`timm_pkmixer.experiments.run_folder` (safe YAML: a ``!!python`` tag is refused, never executed; aliases
+bounded). The checked model is built as it was trained (the run's arguments, then the caller's) and loads the
+weights strictly: another architecture, S, C, depth, permutation or mask seed is refused, and so are digests cast to a
+float dtype
 and non-finite weights.
 """
 import argparse
@@ -19,8 +20,8 @@ from timm.models import clean_state_dict
 
 from ..catalog import check_model_kwargs, is_pkmixer_model
 from ..errors import CheckpointError, CheckpointMismatchError, InvalidArgumentError
+from ..experiments.run_folder import RunFileError, check_train_args, read_args_yaml
 from ..layers.structure import DerivedStructure
-from ..run_folder import RunFileError, check_train_args, read_args_yaml
 
 __all__ = ['TrainingCheckpoint', 'load_checkpoint_file', 'read_train_args', 'read_checkpoint', 'check_finite',
            'check_digests', 'build_validated_model']
@@ -85,9 +86,9 @@ def load_checkpoint_file(path: Path) -> Any:
 
 
 def read_train_args(path: Path) -> Dict[str, Any]:
-    """A train.py ``args.yaml`` as a dict, read by :func:`timm_pkmixer.run_folder.read_args_yaml` (safe YAML, aliases
-    bounded): a file that is not YAML, holds a tag safe_load does not build (``!!python/...``: refused, never
-    executed), is not a mapping or has a ``model_kwargs`` that is not a mapping is refused naming it."""
+    """A train.py ``args.yaml`` as a dict, read by :func:`~timm_pkmixer.experiments.run_folder.read_args_yaml`
+    (safe YAML, aliases bounded): a file that is not YAML, holds a tag safe_load does not build (``!!python/...``:
+    refused, never executed), is not a mapping or has a ``model_kwargs`` that is not a mapping is refused naming it."""
     try:
         return read_args_yaml(path)
     except RunFileError as e:

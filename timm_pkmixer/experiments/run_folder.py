@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import yaml
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 __all__ = ['ARGS_YAML', 'SUMMARY_CSV', 'RUN_ONLY_KEYS', 'SEED_MODEL_ARGS', 'SEED_RANGE', 'YAML_MAX_NODES',
            'RUN_STATUSES', 'RunFileError', 'YAMLAliasError', 'load_yaml', 'yaml_reason', 'read_args_yaml',
