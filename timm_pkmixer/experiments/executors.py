@@ -142,7 +142,7 @@ class LocalExecutor:
         if not self.gpus:
             if self.gpus_per_run > 0 or self.runs_per_gpu != 1:
                 raise LaunchError('gpus_per_run and runs_per_gpu place runs on devices: give the devices with gpus')
-            return [{} for _ in range(positive_int('workers', self.workers or 1))]
+            return [{} for _ in range(positive_int('workers', 1 if self.workers is None else self.workers))]
         devices = parse_gpus(self.gpus)
         per_run = max(1, self.gpus_per_run)
         positive_int('runs_per_gpu', self.runs_per_gpu)

@@ -173,10 +173,10 @@ def read_lock(folder: Path) -> Dict[str, Any]:
 
 
 def _describe_holder(lock: Mapping[str, Any]) -> str:
-    who = f'PID {lock.get("pid")} on {lock.get("host")}'
-    if lock.get('job'):
-        who += f' (SLURM job {lock["job"]}: `scancel {lock["job"]}` stops it)'
-    return who
+    job = f'SLURM job {lock["job"]} (`scancel {lock["job"]}` stops it)' if lock.get('job') else ''
+    if lock.get('pid') is None:
+        return job
+    return f'PID {lock.get("pid")} on {lock.get("host")}' + (f', {job}' if job else '')
 
 
 def acquire_lock(folder: Path, executor: str) -> Path:
@@ -190,8 +190,6 @@ def acquire_lock(folder: Path, executor: str) -> Path:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             held = read_lock(folder)
-            if held and held.get('pid') == os.getpid() and held.get('host') == socket.gethostname():
-                return path
             if held and holder_alive(held):
                 raise LaunchLockedError(f'{folder} is being launched already, by {_describe_holder(held)}; '
                                         f'`pkmixer status {folder}` shows its runs') from None
@@ -415,6 +413,7 @@ def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py
     """
     folder = Path(folder).absolute()
     executor.check()
+    find_recipes(folder)  # before the lock: nothing is written into a folder that is not one of recipes
     if not wait and not executor.detached:
         raise LaunchError(f'the runs of --executor {executor.name} end with their launcher: wait for them, or run '
                           f'the launcher in the background')
@@ -431,7 +430,8 @@ def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py
         result.job = batch.job
         update_lock(folder, job=batch.job)
         if not wait:
-            keep_lock = bool(batch.job)  # held by the job until it ends
+            keep_lock = bool(batch.job)
+            update_lock(folder, pid=None)  # held by the job until it ends
             return result
 
         def ended(task: Task, returncode: Optional[int]) -> None:
