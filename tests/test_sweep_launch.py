@@ -3,6 +3,7 @@ single-node SLURM cluster (tests/slurm/cluster.sh), with the stand-in train.py (
 training, args.yaml, summary.csv, last.pth.tar and --resume, as train.py's)."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -245,7 +246,7 @@ def test_slurm_array_finishes_skips_resumes_cancelled_and_refuses_bad_partition(
 
     rc, out, _ = _launch(capsys, sweep, *slurm_opts)
     assert rc == 0, out
-    job = out.splitlines()[-1].split('SLURM job array ')[1].split(';')[0]
+    job = re.search(r'as SLURM job array (\d+)', out).group(1)
     records = {n: json.loads((sweep / 'launch' / 'runs' / f'{n}.json').read_text()) for n in 'ab'}
     assert sorted(r['job'] for r in records.values()) == [f'{job}_0', f'{job}_1']  # one array, a task per run
     assert all(r['state'] == 'ended' and r['returncode'] == 0 for r in records.values())
@@ -260,7 +261,7 @@ def test_slurm_array_finishes_skips_resumes_cancelled_and_refuses_bad_partition(
     slow = _recipe(sweep, 'slow', data, epochs=3, epoch_sleep=3, seed=2)
     rc, out, _ = _launch(capsys, sweep, *slurm_opts, '--no-wait')
     assert rc == 0 and 'submitted 1 runs as SLURM job array' in out
-    job = out.split('SLURM job array ')[1].split(';')[0]
+    job = re.search(r'as SLURM job array (\d+)', out).group(1)
     rc, _, err = _launch(capsys, sweep, *slurm_opts)  # while the job lives, a second launch is refused
     assert rc == 2 and f'is being launched already, by SLURM job {job} (`scancel {job}` stops it)' in err
     run_dir = sweep / 'runs' / 'slow'

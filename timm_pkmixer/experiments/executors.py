@@ -213,12 +213,12 @@ def _squeue(job: str) -> Dict[str, str]:
 
 
 class _SlurmBatch(Batch):
-    def __init__(self, job: str, tasks: Sequence[Task], poll_s: float):
-        self.job, self.tasks, self.poll_s = job, list(tasks), poll_s
+    def __init__(self, job: str, tasks: Sequence[Task], job_ids: Sequence[str], poll_s: float):
+        self.job, self.tasks, self.job_ids, self.poll_s = job, list(tasks), list(job_ids), poll_s
 
     def wait(self, on_end: OnEnd) -> None:
         from .launch import read_record
-        left = {f'{self.job}_{i}': task for i, task in enumerate(self.tasks)}
+        left = dict(zip(self.job_ids, self.tasks))
         while left:
             queued = _squeue(self.job)
             for tid in [t for t in left if t not in queued]:
@@ -293,21 +293,21 @@ class SlurmExecutor:
             lines = [line.strip() for line in str(e).splitlines() if line.strip()]
             said = '; '.join(line.replace('sbatch: error: ', '') for line in lines) or type(e).__name__
             raise LaunchError(f'SLURM refused the job array (nothing was submitted): {said}') from None
-        job = jobs[0].job_id.split('_')[0]
-        for i, task in enumerate(tasks):
-            write_record(state_dir, task.name, state='queued', job=f'{job}_{i}', executor=self.name,
+        job_ids = [j.job_id for j in jobs]  # JOB_i for the tasks of an array (submitit submits one run as JOB)
+        for job_id, task in zip(job_ids, tasks):
+            write_record(state_dir, task.name, state='queued', job=job_id, executor=self.name,
                          run_dir=task.run_dir, recipe=task.recipe, pid=None, host=None, returncode=None)
-        return _SlurmBatch(job, tasks, self.poll_s)
+        return _SlurmBatch(job_ids[0].split('_')[0], tasks, job_ids, self.poll_s)
 
     @staticmethod
     def holder_alive(record: Mapping[str, Any]) -> bool:
-        """A run record's array task (``JOB_i``) or a lock's job (``JOB``, or its launcher's PID) is alive."""
+        """The job or array task (``JOB_i``) of a run or lock record is in the queue; without a job, its PID lives."""
         job = str(record.get('job') or '')
-        if job and shutil.which('squeue') is None:
+        if not job:
+            return pid_alive(record.get('pid'), record.get('host'))
+        if shutil.which('squeue') is None:
             return True  # cannot tell from here
-        if '_' in job:
-            return job in _squeue(job.split('_')[0])
-        return bool(job and _squeue(job)) or pid_alive(record.get('pid'), record.get('host'))
+        return job in _squeue(job) if '_' in job else bool(_squeue(job))
 
 
 EXECUTORS: Dict[str, Any] = {e.name: e for e in (LocalExecutor, SlurmExecutor)}
