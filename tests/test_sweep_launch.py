@@ -280,3 +280,56 @@ def test_slurm_array_finishes_skips_resumes_cancelled_and_refuses_bad_partition(
     assert rc == 0 and '1/1 slow: finished' in out and 'skipped: 2 finished' in out
     assert _summary_epochs(run_dir)[0] == [0, 1, 2]  # resumed: no epoch trained twice
     assert f'resuming from epoch {done}' in (sweep / 'launch' / 'logs' / 'slow.log').read_text()
+
+
+# ------------------------------------------------------------------------------------------------- W&B
+
+def _wandb_records(path: Path):
+    """The protobuf records of a W&B run file (``run-ID.wandb``: a LevelDB-style log of 32 KiB blocks after a
+    7-byte header; record kinds full 1, first 2, middle 3, last 4)."""
+    import struct
+
+    from wandb.proto import wandb_internal_pb2 as pb
+    data = path.read_bytes()
+    assert data[:4] == b':W&B'
+    pos, block, buf = 7, 32768, b''
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        _, length, kind = struct.unpack('<IHB', data[pos:pos + 7]) if left >= 7 else (0, 0, 0)
+        if left < 7 or (length == 0 and kind == 0):
+            pos += left
+            continue
+        buf = (b'' if kind in (1, 2) else buf) + data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):
+            record = pb.Record()
+            record.ParseFromString(buf)
+            yield record
+
+
+def test_sweep_log_wandb_groups_by_figure_and_tags_point_and_seed(tmp_path, data, capsys):
+    pytest.importorskip('wandb')
+    base = _recipe(tmp_path, 'base', data)
+    out = tmp_path / 'sweep'
+    capsys.readouterr()
+    assert cli_main(['sweep', str(base), '--wandb-project', 'pk', '--out-dir', str(out)]) == 2
+    assert capsys.readouterr().err.strip().endswith('--wandb-project names the W&B project of --log-wandb: add '
+                                                    '--log-wandb')
+    assert cli_main(['sweep', str(base), '--figure', 'fig7', '--seeds', '3', '--permutation', 'random',
+                     '--log-wandb', '--wandb-project', 'pk', '--out-dir', str(out)]) == 0
+    recipe = out / 'depth_L4_random_seed3.yaml'
+    cfg = yaml.safe_load(recipe.read_text())
+    assert (cfg['log_wandb'], cfg['wandb_project'], cfg['wandb_tags']) == (True, 'pk', ['fig7', 'depth_L4_random',
+                                                                                      'seed3'])
+    assert '\n# wandb group: fig7\n' in recipe.read_text()
+    env = dict(os.environ, WANDB_MODE='offline', WANDB_DIR=str(tmp_path), WANDB_SILENT='true')
+    env.pop('WANDB_RUN_GROUP', None)
+    proc = subprocess.run([sys.executable, '-m', 'timm_pkmixer', 'train', str(recipe), '--train-py', MINI,
+                           '--output', str(tmp_path / 'runs')], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [run_file] = (tmp_path / 'wandb').glob('offline-run-*/run-*.wandb')
+    records = list(_wandb_records(run_file))
+    [run] = [r.run for r in records if r.WhichOneof('record_type') == 'run']
+    assert (run.project, run.run_group, list(run.tags), run.display_name) == \
+        ('pk', 'fig7', ['fig7', 'depth_L4_random', 'seed3'], 'depth_L4_random_seed3')
+    assert sum(r.WhichOneof('record_type') == 'history' for r in records) == 1  # train.py's summary row, logged
