@@ -203,6 +203,17 @@ def test_launch_refuses_bad_input(tmp_path, data, capsys, monkeypatch):
     assert rc == 2 and 'typo.yaml is refused' in err and not (unknown / 'launch' / 'lock').exists()
 
 
+def test_launch_and_status_help_import_neither_torch_nor_submitit():
+    code = ('import contextlib, io, sys\nfrom timm_pkmixer.cli import main\n'
+            'for argv in (["launch", "--help"], ["status", "--help"]):\n'
+            '    with contextlib.redirect_stdout(io.StringIO()) as out:\n'
+            '        assert main(argv) == 0\n'
+            'print(sorted({m.split(".")[0] for m in sys.modules} & {"torch", "timm", "submitit", "wandb"}))')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, TIMM_PKMIXER_AUTOLOAD='1')).stdout
+    assert out.strip() == '[]'
+
+
 def test_status_of_a_folder_never_launched(tmp_path, data, capsys):
     sweep = tmp_path / 'sweep'
     _recipe(sweep, 'a', data)

@@ -30,7 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Set, Type
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Set
 
 from ..validation import positive_int
 from .launch import LaunchError, Task, execute, pid_alive, write_record
@@ -177,17 +177,14 @@ class LocalExecutor:
 
 # ------------------------------------------------------------------------------------------------- slurm
 
-def _submitit_checkpointable() -> Type:
-    try:
-        from submitit.helpers import Checkpointable
-    except ImportError:
-        return object
-    return Checkpointable
+class SlurmTask:
+    """What one SLURM array task calls: :func:`execute` of its task. Checkpointable (submitit's protocol: a
+    ``checkpoint`` method): when SLURM times the task out or preempts it, submitit requeues it, and the requeued task
+    resumes from ``last.pth.tar``."""
 
-
-class SlurmTask(_submitit_checkpointable()):
-    """What one SLURM array task calls: :func:`execute` of its task. Checkpointable: when SLURM times the task out
-    or preempts it, submitit requeues it, and the requeued task resumes from ``last.pth.tar``."""
+    def checkpoint(self, task: Task) -> Any:
+        from submitit.helpers import DelayedSubmission
+        return DelayedSubmission(self, task)
 
     def __call__(self, task: Task) -> int:
         job = os.environ.get('SLURM_ARRAY_JOB_ID', os.environ.get('SLURM_JOB_ID', ''))
