@@ -214,6 +214,22 @@ def test_launch_and_status_help_import_neither_torch_nor_submitit():
     assert out.strip() == '[]'
 
 
+def test_local_gpu_slots_and_torchrun_command():
+    from timm_pkmixer.experiments.executors import LocalExecutor
+    from timm_pkmixer.experiments.launch import Task
+    slots = LocalExecutor(gpus='0,1,2,3', gpus_per_run=2, runs_per_gpu=2)._slots()
+    assert slots == [dict(CUDA_VISIBLE_DEVICES='0,1')] * 2 + [dict(CUDA_VISIBLE_DEVICES='2,3')] * 2
+    assert LocalExecutor(gpus='0,1', runs_per_gpu=3, workers=4)._slots() == \
+        [dict(CUDA_VISIBLE_DEVICES='0')] * 3 + [dict(CUDA_VISIBLE_DEVICES='1')]
+    assert LocalExecutor(gpus='0,1,2,3', gpus_per_run=2).plan()['nproc'] == 2
+    with pytest.raises(ValueError, match='4 devices cannot be split into runs of gpus_per_run=3'):
+        LocalExecutor(gpus='0,1,2,3', gpus_per_run=3)._slots()
+    task = Task('r', '/d/r.yaml', '/d/runs/r', ('--epochs', '2'), '/d/launch', 'local', nproc=2)
+    assert task.command('/d/runs/r/last.pth.tar') == [
+        sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', '-m', 'timm_pkmixer',
+        'train', '/d/r.yaml', '--epochs', '2', '--resume', '/d/runs/r/last.pth.tar']
+
+
 def test_status_of_a_folder_never_launched(tmp_path, data, capsys):
     sweep = tmp_path / 'sweep'
     _recipe(sweep, 'a', data)

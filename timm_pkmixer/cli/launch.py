@@ -110,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
             result = launch(Path(args.dir), executor, rest, args.train_py, args.retry_failed,
                             not args.no_wait or not executor.detached, _print_end)
     except KeyboardInterrupt:
-        print(f'[pkmixer launch] interrupted; a relaunch resumes the unfinished runs (`pkmixer status {args.dir}`)',
-              file=sys.stderr)
+        print(f'[pkmixer launch] interrupted: the runs on this machine are stopped (a batch job keeps running); a '
+              f'relaunch resumes the unfinished runs (`pkmixer status {args.dir}`)', file=sys.stderr)
         return 130
     skipped = ', '.join(f'{len(v)} {k}' for k, v in result.skipped.items() if v)
     skipped = f' (skipped: {skipped}{"; --retry-failed reruns the failed" if result.skipped["failed"] else ""})' \

@@ -428,10 +428,10 @@ def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py
             return result
         batch = executor.start(todo)
         result.job = batch.job
-        update_lock(folder, job=batch.job)
+        if batch.job:  # from here the batch job holds the folder, whatever becomes of this process
+            update_lock(folder, job=batch.job, pid=None)
+            keep_lock = True
         if not wait:
-            keep_lock = bool(batch.job)
-            update_lock(folder, pid=None)  # held by the job until it ends
             return result
 
         def ended(task: Task, returncode: Optional[int]) -> None:
@@ -446,6 +446,8 @@ def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py
         except BaseException:
             batch.stop()
             raise
+        if batch.job and read_lock(folder).get('job') == batch.job:
+            (_state_dir(folder) / 'lock').unlink(missing_ok=True)  # every task has left the queue
         return result
     finally:
         if not keep_lock:
