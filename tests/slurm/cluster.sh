@@ -42,7 +42,7 @@ write_conf() {
     cat > "$CONF" <<EOF
 # written by tests/slurm/cluster.sh: one node, no accounting
 ClusterName=pkmixer-test
-SlurmctldHost=$HOST
+SlurmctldHost=$HOST(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -70,7 +70,7 @@ SchedulerParameters=sched_interval=1
 MessageTimeout=30
 KillWait=5
 MinJobAge=300
-NodeName=$HOST CPUs=$cpus RealMemory=$mem State=UNKNOWN
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=$PARTITION Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 EOF
 }
