@@ -376,8 +376,9 @@ def read_status(folder: Path) -> List[RunStatus]:
 
 @dataclass
 class LaunchResult:
-    """What a launch did: the runs it `started`, those it `skipped` (finished; failed without retry_failed), the
-    batch `job` (SLURM's id) and, when it waited, how each started run `ended`."""
+    """What a launch did: the runs it `started`, those it `skipped` (finished; failed without retry_failed; still
+    running or queued by an earlier launch whose job or process lives), the batch `job` (SLURM's id) and, when it
+    waited, how each started run `ended`."""
     started: List[Task]
     skipped: Dict[str, List[str]]
     job: Optional[str] = None
@@ -391,10 +392,12 @@ class LaunchResult:
 
 def _todo(tasks: Sequence[Task], retry_failed: bool) -> Tuple[List[Task], Dict[str, List[str]]]:
     todo: List[Task] = []
-    skipped: Dict[str, List[str]] = {'finished': [], 'failed': []}
+    skipped: Dict[str, List[str]] = {'finished': [], 'failed': [], 'running': []}
     for task in tasks:
         status = run_status(Path(task.recipe), Path(task.state_dir), task.run_dir)
-        if status.state == 'finished' or (status.state == 'failed' and not retry_failed):
+        if status.state == 'running' or status.detail.startswith('queued'):  # still held by an earlier launch's job
+            skipped['running'].append(task.name)
+        elif status.state == 'finished' or (status.state == 'failed' and not retry_failed):
             skipped[status.state].append(task.name)
         else:
             todo.append(task)
