@@ -1,11 +1,13 @@
 """A small stand-in for timm's train.py, for CI: timm's train.py is not in the timm wheel nor its sdist, and CI
 cannot download it. It has train.py's interface where `pkmixer train` and `pkmixer report` meet it — the two
 parsers (``config_parser`` with ``--config``, ``parser``), ``_parse_args()``, ``main()``, and the outputs
-``<output>/<experiment>/args.yaml`` and ``summary.csv`` written by timm's own ``update_summary`` — and trains
-for real with timm's dataset, loader, optimizer and scheduler factories. With ``TIMM_TRAIN_PY`` set, the tests
+``<output>/<experiment>/args.yaml``, ``summary.csv`` written by timm's own ``update_summary`` and ``last.pth.tar``
+(``--resume`` continues from it, as train.py's does), W&B logging as train.py starts it (``--log-wandb``) — and
+trains for real with timm's dataset, loader, optimizer and scheduler factories. With ``TIMM_TRAIN_PY`` set, the tests
 that use it run the real train.py instead."""
 import argparse
 import os
+import time
 
 import torch
 import yaml
@@ -39,7 +41,13 @@ parser.add_argument('--experiment', default='')
 parser.add_argument('--output', default='')
 parser.add_argument('--workers', type=int, default=0)
 parser.add_argument('--device', default='cpu')
+parser.add_argument('--resume', default='', type=str)
+parser.add_argument('--log-wandb', action='store_true', default=False)
+parser.add_argument('--wandb-project', default=None, type=str)
+parser.add_argument('--wandb-tags', default=[], type=str, nargs='+')
+parser.add_argument('--wandb-resume-id', default='', type=str)
 parser.add_argument('--stop-after-epochs', type=int, default=None, help='stand-in only: simulate a killed run')
+parser.add_argument('--epoch-sleep', type=float, default=0., help='stand-in only: seconds to wait after each epoch')
 
 
 def _parse_args():
@@ -73,8 +81,23 @@ def main():
     optimizer = create_optimizer_v2(model, args.opt, lr=args.lr or 0.01, weight_decay=args.weight_decay)
     scheduler, epochs = create_scheduler_v2(optimizer, args.sched, num_epochs=args.epochs,
                                             warmup_epochs=args.warmup_epochs, cooldown_epochs=args.cooldown_epochs)
+    start_epoch = 0
+    if args.resume:  # as timm.models.resume_checkpoint: model, optimizer, and the epoch after the saved one
+        checkpoint = torch.load(args.resume, map_location='cpu')
+        model.load_state_dict(checkpoint['state_dict'])
+        optimizer.load_state_dict(checkpoint['optimizer'])
+        start_epoch = checkpoint['epoch'] + 1
+        print(f'Resumed from {args.resume} at epoch {start_epoch}', flush=True)
+        if start_epoch > 0:
+            scheduler.step(start_epoch)
+    if args.log_wandb:  # as train.py
+        import wandb
+        assert not args.wandb_resume_id or args.resume
+        wandb.init(project=args.wandb_project, name=args.experiment or args.model, config=args, tags=args.wandb_tags,
+                   resume='must' if args.wandb_resume_id else None,
+                   id=args.wandb_resume_id if args.wandb_resume_id else None)
     loss_fn = torch.nn.CrossEntropyLoss()
-    for epoch in range(epochs if args.stop_after_epochs is None else args.stop_after_epochs):
+    for epoch in range(start_epoch, epochs if args.stop_after_epochs is None else args.stop_after_epochs):
         model.train()
         for x, y in loaders[True]:
             loss = loss_fn(model(x), y)
@@ -93,7 +116,11 @@ def main():
                 total += len(y)
         update_summary(epoch, {'loss': loss.item()}, {'loss': eval_loss / total, 'top1': 100. * correct / total},
                        filename=os.path.join(out, 'summary.csv'), lr=optimizer.param_groups[0]['lr'],
-                       write_header=epoch == 0)
+                       write_header=epoch == start_epoch, log_wandb=args.log_wandb)
+        torch.save(dict(epoch=epoch, arch=args.model, state_dict=model.state_dict(), optimizer=optimizer.state_dict()),
+                   os.path.join(out, 'last.pth.tar'))
+        print(f'epoch {epoch} done', flush=True)
+        time.sleep(args.epoch_sleep)
 
 
 if __name__ == '__main__':

@@ -48,7 +48,8 @@ def test_sdist_carries_what_the_tests_use(dist):
     _, sdist = dist
     names = {n.split('/', 1)[1] for n in tarfile.open(sdist).getnames() if '/' in n}
     assert {'LICENSE', 'README.md', 'pyproject.toml', 'benchmarks/width_trend.py', 'tests/mini_train_py.py',
-            'tests/conftest.py', 'train_recipes/train_py_args.txt', 'docs/ARCHITECTURE.md'} <= names
+            'tests/conftest.py', 'tests/slurm/cluster.sh', 'train_recipes/train_py_args.txt',
+            'docs/ARCHITECTURE.md'} <= names
     for test in (ROOT / 'tests').glob('*.py'):
         assert f'tests/{test.name}' in names
     assert not any('width_trend_results' in n for n in names)  # results stay in the repository

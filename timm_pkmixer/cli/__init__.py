@@ -12,14 +12,14 @@ import sys
 from typing import List, Optional
 
 from ..errors import UserInputError
-from . import analyze, data, demo, expand, models, push, recipes, report, research, sweep, train
+from . import analyze, data, demo, expand, launch, models, push, recipes, report, research, status, sweep, train
 
 __all__ = ['main', 'build_parser', 'USER_ERRORS']
 
 # what a command reports as `pkmixer CMD: error: …` (exit 2) instead of a traceback
 USER_ERRORS = (UserInputError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError,
                FileExistsError)
-_COMMANDS = (models, demo, recipes, train, sweep, report, data, push, expand, research, analyze)
+_COMMANDS = (models, demo, recipes, train, sweep, launch, status, report, data, push, expand, research, analyze)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,7 +21,10 @@ def run(args: argparse.Namespace) -> int:
                 return 0
         if not args.out_dir:
             raise InvalidArgumentError('--out-dir is required (or --explain alone to print the settings)')
-        paths = write_sweep(args.recipe, args.out_dir, add=args.add, **options)
+        if args.wandb_project and not args.log_wandb:
+            raise InvalidArgumentError('--wandb-project names the W&B project of --log-wandb: add --log-wandb')
+        paths = write_sweep(args.recipe, args.out_dir, add=args.add, log_wandb=args.log_wandb,
+                            wandb_project=args.wandb_project, **options)
     except InvalidArgumentError as e:  # the library speaks in argument names; here they are flags
         message = str(e)
         for name, flag in (('add=True', '--add'), ('model_kwargs', '--model-kwargs'), ('permutations', '--permutation'),
@@ -65,3 +68,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                    help='channels C of an MLP-Mixer width sweep or of Fig. S.6')
     p.add_argument('--model-kwargs', nargs='*', default={}, action=ParseKwargs,
                    help='model arguments added to the base recipe, e.g. num_tokens=64 embed_dim=64 num_blocks=4')
+    p.add_argument('--log-wandb', action='store_true',
+                   help="every recipe logs to W&B (train.py's --log-wandb): grouped by the figure, tagged with its "
+                        "point and seed (needs wandb: pip install 'timm-pkmixer[track]')")
+    p.add_argument('--wandb-project', default=None, help='the W&B project of --log-wandb')

@@ -41,6 +41,7 @@ from .sweep_tables import (
     Figure,
     Setting,
 )
+from .train_py import WANDB_GROUP_LINE
 
 __all__ = ['EXPERIMENTS', 'SWEEP_RECORD', 'SWEEP_EXPLAINED', 'ExperimentPoint', 'SweepPlan', 'recipe_figures',
            'gamma_points', 'plan_sweep', 'experiment_points', 'explain', 'figures_markdown', 'write_sweep',
@@ -441,12 +442,23 @@ def _record(plan: SweepPlan, files: Dict[str, List[str]]) -> Dict[str, Any]:
         points=[dict(asdict(p), files=files[p.name]) for p in plan.points])
 
 
-def write_sweep(recipe: str, out_dir: str, add: bool = False, **kwargs: Any) -> List[Path]:
+def _wandb_keys(group: str, point: str, seed: int, project: Optional[str]) -> Dict[str, Any]:
+    """train.py's own W&B arguments: the point and seed as tags (with the group: train.py has no group argument;
+    `pkmixer train` hands the recipe's ``# wandb group:`` line to W&B as ``WANDB_RUN_GROUP``)."""
+    keys: Dict[str, Any] = dict(log_wandb=True, wandb_tags=[group, point, f'seed{seed}'])
+    if project:
+        keys['wandb_project'] = project
+    return keys
+
+
+def write_sweep(recipe: str, out_dir: str, add: bool = False, log_wandb: bool = False,
+                wandb_project: Optional[str] = None, **kwargs: Any) -> List[Path]:
     """Write the recipes of a sweep (one per point and seed) and ``sweep.yaml`` into `out_dir`; returns the recipes.
 
     Every recipe is checked to build its model (on the meta device) before anything is written. A folder that
     already holds a sweep (or other YAML files) is refused unless `add`; even then no file is overwritten.
-    Other arguments: :func:`plan_sweep`.
+    `log_wandb`: every recipe logs to W&B (`wandb_project`), grouped by the figure (else the experiment), tagged
+    with its point and seed. Other arguments: :func:`plan_sweep`.
     """
     plan = plan_sweep(recipe, **kwargs)
     for point in plan.points:
@@ -478,10 +490,13 @@ def write_sweep(recipe: str, out_dir: str, add: bool = False, **kwargs: Any) -> 
             name = f'{point.name}_seed{seed}'
             cfg = {**base, **point.recipe, 'model': point.model, 'model_kwargs': mk, 'seed': seed,
                    'experiment': name}
+            group = plan.figure.key if plan.figure else plan.experiment
+            cfg.update(_wandb_keys(group, point.name, seed, wandb_project) if log_wandb else {})
             target = out / f'{name}.yaml'
             header = (f'# {point.experiment} experiment, point {point.name}, seed {seed}'
                       f'{f" ({plan.figure.title})" if plan.figure else ""}.\n'
-                      f'# Written by `pkmixer sweep {recipe}`; every setting and its source: {SWEEP_RECORD}.\n')
+                      f'# Written by `pkmixer sweep {recipe}`; every setting and its source: {SWEEP_RECORD}.\n'
+                      + (f'{WANDB_GROUP_LINE} {group}\n' if log_wandb else ''))
             target.write_text(header + yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding='utf-8')
             paths.append(target)
     sweeps = record.get('sweeps', []) + [_record(plan, names)]

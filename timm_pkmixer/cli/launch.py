@@ -1,0 +1,159 @@
+"""`pkmixer launch DIR [--executor local|slurm] [executor options] [train.py args…]`: every recipe of a folder run
+through `pkmixer train`, on this machine or as one SLURM job array; a relaunch skips finished runs and resumes
+unfinished ones."""
+import argparse
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+from ._common import add_command, in_flag_terms
+
+__all__ = ['add_commands']
+
+TRAIN_PY_ENV = 'TIMM_TRAIN_PY'
+_BACKGROUND_ENV = 'PKMIXER_LAUNCH_BACKGROUND'  # set in the background launcher `--no-wait` starts (local)
+
+
+def _flag(name: str) -> str:
+    return '--' + name.replace('_', '-')
+
+
+def _executor_options() -> Dict[str, Dict[str, Any]]:
+    """{field name: {executors that take it, its argparse keywords}} over every executor's fields."""
+    from ..experiments.executors import EXECUTORS
+    options: Dict[str, Dict[str, Any]] = {}
+    for name, cls in EXECUTORS.items():
+        for f in dataclasses.fields(cls):
+            if 'help' not in f.metadata:
+                continue
+            entry = options.setdefault(f.name, dict(executors=[], kwargs=dict(help=f.metadata['help'])))
+            entry['executors'].append(name)
+            for key in ('type', 'nargs', 'action'):
+                if key in f.metadata:
+                    entry['kwargs'][key] = f.metadata[key]
+    return options
+
+
+def _make_executor(args: argparse.Namespace) -> Any:
+    from ..errors import InvalidArgumentError
+    from ..experiments.executors import EXECUTORS
+    cls = EXECUTORS[args.executor]
+    taken = {f.name for f in dataclasses.fields(cls)}
+    given = {name: getattr(args, name) for name in _executor_options() if hasattr(args, name)}
+    wrong = [name for name in given if name not in taken]
+    if wrong:
+        owners = _executor_options()[wrong[0]]['executors']
+        raise InvalidArgumentError(f'{_flag(wrong[0])} is an option of --executor {" / ".join(owners)}, not of '
+                                   f'--executor {args.executor}')
+    return cls(**given)
+
+
+def _print_end(status: Any, k: int, n: int) -> None:
+    print(f'[pkmixer launch] {k}/{n} {status.line()}', flush=True)
+
+
+def _argv(args: argparse.Namespace, rest: List[str]) -> List[str]:
+    """This launch's command line again (for the background launcher), without --no-wait."""
+    argv = ['launch', args.dir, '--executor', args.executor]
+    for name in _executor_options():
+        if hasattr(args, name):
+            value = getattr(args, name)
+            argv += [_flag(name), *map(str, value)] if isinstance(value, list) else [_flag(name), str(value)]
+    argv += ['--train-py', args.train_py] if args.train_py else []
+    argv += ['--retry-failed'] if args.retry_failed else []
+    return argv + (['--', *rest] if rest else [])
+
+
+def _background(args: argparse.Namespace, argv: List[str]) -> int:
+    """`--no-wait` for an executor whose runs end with their launcher: the launch goes on in a background
+    process (its output in DIR/launch/launcher.log); return once it holds the folder's lock."""
+    from ..experiments.launch import STATE_DIR, read_lock
+    log_path = Path(args.dir) / STATE_DIR / 'launcher.log'
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, 'a', encoding='utf-8') as log:
+        proc = subprocess.Popen([sys.executable, '-m', 'timm_pkmixer', *argv], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env=dict(os.environ, **{_BACKGROUND_ENV: '1'}))
+    while proc.poll() is None and read_lock(Path(args.dir)).get('pid') != proc.pid:
+        time.sleep(0.2)
+    if proc.poll() is not None and proc.returncode:
+        lines = log_path.read_text(encoding='utf-8').strip().splitlines()
+        print(lines[-1] if lines else f'{args.prog}: the background launch failed', file=sys.stderr)
+        return proc.returncode
+    print(f'[pkmixer launch] launching in the background (PID {proc.pid}, log {log_path}); '
+          f'`pkmixer status {args.dir}` follows it')
+    return 0
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..experiments.launch import launch
+    executor = _make_executor(args)
+    rest = [a for a in args.rest if a != '--']
+    names = tuple(_executor_options())
+    if args.no_wait and not executor.detached and not os.environ.get(_BACKGROUND_ENV):
+        with in_flag_terms(args, *names):
+            executor.check()
+        return _background(args, _argv(args, rest))
+    if threading_main():
+        signal.signal(signal.SIGTERM, _raise_interrupt)  # a killed launcher stops its runs as Ctrl-C does
+    try:
+        with in_flag_terms(args, *names):
+            result = launch(Path(args.dir), executor, rest, args.train_py, args.retry_failed,
+                            not args.no_wait or not executor.detached, _print_end)
+    except KeyboardInterrupt:
+        print(f'[pkmixer launch] interrupted: the runs on this machine are stopped (a batch job keeps running); a '
+              f'relaunch resumes the unfinished runs (`pkmixer status {args.dir}`)', file=sys.stderr)
+        return 130
+    skipped = ', '.join(f'{len(v)} {k}' for k, v in result.skipped.items() if v)
+    skipped = f' (skipped: {skipped}{"; --retry-failed reruns the failed" if result.skipped["failed"] else ""})' \
+        if skipped else ''
+    if not result.started:
+        print(f'[pkmixer launch] nothing to launch in {args.dir}{skipped}')
+        return 0
+    where = f' as SLURM job array {result.job}' if result.job else ''
+    if args.no_wait and executor.detached:
+        print(f'[pkmixer launch] submitted {len(result.started)} runs{where}{skipped}; '
+              f'`pkmixer status {args.dir}` follows them')
+        return 0
+    done = sum(s.state == 'finished' for s in result.ended)
+    print(f'[pkmixer launch] {done} of {len(result.started)} runs finished{where}{skipped}; '
+          f'`pkmixer report {Path(args.dir) / "runs"}` reads them')
+    return 0 if result.ok else 1
+
+
+def threading_main() -> bool:
+    import threading
+    return threading.current_thread() is threading.main_thread()
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    from ..experiments.executors import EXECUTORS
+    p = add_command(
+        subparsers, 'launch', run, allow_abbrev=False,
+        usage='%(prog)s DIR [--executor local|slurm] [options] [train.py arguments …]',
+        help='run every recipe of a folder (a sweep) through pkmixer train: on this machine or on SLURM',
+        description='Run every recipe of DIR (what `pkmixer sweep --out-dir DIR` writes) through `pkmixer train`, '
+                    'each in its own process: on this machine (--workers, --gpus) or as one SLURM job array '
+                    '(submitit). Runs land in DIR/runs/<recipe name> unless a recipe says otherwise. A relaunch '
+                    'skips finished runs, resumes unfinished ones from their last.pth.tar and reruns failed ones '
+                    'with --retry-failed.',
+        epilog='Every other argument goes to train.py for every run (after `--` too, e.g. `-- --workers 4` for '
+               "train.py's own --workers).")
+    p.set_defaults(rest=[])
+    p.add_argument('dir', help='a folder of recipes, e.g. what `pkmixer sweep --out-dir DIR` wrote')
+    p.add_argument('--executor', choices=list(EXECUTORS), default='local', help='where the runs go (default local)')
+    p.add_argument('--train-py', default=None, help=f"path of timm's train.py (default: ${TRAIN_PY_ENV})")
+    p.add_argument('--retry-failed', action='store_true', help='rerun the runs that failed (resuming when they can)')
+    p.add_argument('--no-wait', action='store_true', help='return once the runs are started')
+    for name, entry in _executor_options().items():
+        p.add_argument(_flag(name), dest=name, default=argparse.SUPPRESS,
+                       **{**entry['kwargs'], 'help': f'[{"/".join(entry["executors"])}] {entry["kwargs"]["help"]}'})
