@@ -62,6 +62,7 @@ _FIGURE_LINE = re.compile(r'^#\s*figure:\s*(\S+)\s*$')
 _SHARED_WITH_SW_MLP = ('img_size', 'in_chans', 'patch_size', 'act_layer', 'drop_rate')
 _SW_MODEL = 'sw_mlp_o18_32'
 _BUILT: set = set()  # (model, model_kwargs as JSON) that built on the meta device
+_ACCEPTED: set = set()  # (model, argument names) the model takes
 
 
 @dataclass(frozen=True)
@@ -418,7 +419,10 @@ def _check_points(points: Sequence[ExperimentPoint]) -> None:
         if key in _BUILT:
             continue
         try:
-            check_model_kwargs(point.model, point.model_kwargs)
+            names = (point.model, frozenset(point.model_kwargs))
+            if names not in _ACCEPTED:  # the model takes these arguments (it builds a default model to know)
+                check_model_kwargs(point.model, point.model_kwargs)
+                _ACCEPTED.add(names)
             timm.create_model(point.model, device='meta', **point.model_kwargs)
         except InvalidArgumentError as e:
             raise InvalidArgumentError(f'point {point.name} ({point.model}): {e}') from e
