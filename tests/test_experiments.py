@@ -93,15 +93,16 @@ def test_fig4_left_is_c1_c2_for_both_arms():
     assert (base['batch_size'], base['epochs'], base['lr'], base['aa'], base['opt'], base['sched']) == \
         (128, 600, 0.01, 'original', 'adamw', 'cosine')  # C.1
     mixers = [p for p in plan.points if not p.model.startswith('sw_')]
-    assert [p.model_kwargs['num_tokens'] for p in mixers[:13]] == [360, 252, 203, 173, 152, 136, 124, 113, 104, 96,
-                                                                    89, 83, 64]  # C.2, as printed
+    assert [p.model_kwargs['num_tokens'] for p in mixers] == [360, 252, 203, 173, 152, 136, 124, 113, 104, 96,
+                                                              89, 83, 64]  # C.2, as printed; normal only
     for p in mixers:
         s = summarize(p.model, **p.model_kwargs)
         assert (s.depth, s.gamma_tokens, s.gamma_channels) == (3, pytest.approx(2, rel=0.02), 2)  # C.1: L = 3, γ = 2
         assert p.model_kwargs['patch_size'] == 4
     sw = [summarize(p.model, **p.model_kwargs) for p in plan.points if p.model.startswith('sw_')]
-    assert [s.depth for s in sw] == [6] * 7  # C.1: the 3 token and 3 channel MLPs
-    assert [s.hidden for s in sw] == [1024, 1448, 2048, 2896, 4096, 5792, 8192]  # γm up to ≈ 8000, as Fig. 4
+    assert [s.depth for s in sw] == [6] * 13  # C.1: the 3 token and 3 channel MLPs
+    assert [s.hidden for s in sw] == [2 * p.model_kwargs['num_tokens'] * p.model_kwargs['embed_dim']
+                                      for p in mixers]  # γm at each Mixer's m = S·C, up to 8192 as Fig. 4
     assert all(s.omega == pytest.approx(2 ** 19, rel=0.01) for s in sw)
 
 
@@ -127,8 +128,8 @@ def test_every_setting_has_a_source_and_packaged_recipes_agree_with_their_figure
     assert omega.value == 2 ** 20 and omega.source.startswith('ours:')  # Fig. S.3: the paper gives no Ω
     assert gamma.recipe == 'cifar10/s_mixer_fig5'  # C.4's base recipe, not Table 1's
     rp = plan_sweep('cifar10/s_mixer_fig7', 'rp-block')
-    depth = next(s for s in rp.settings if s.name == 'L')
-    assert depth.value == 8 and depth.source.startswith('ours: the caption gives no L')
+    geometry = next(s for s in rp.settings if s.name == 'reading geometry')
+    assert geometry.value == 'caption' and 'D.5 text' in geometry.source and 'Fig. S.4 caption' in geometry.source
 
 
 def test_explain_lists_each_setting_value_and_source(tmp_path, capsys):
@@ -308,10 +309,39 @@ def test_mlp_mixer_width_points_are_d2():
     from timm_pkmixer.width import tokens_for_omega
     for p in mixers:
         s = summarize(p.model, **p.model_kwargs)
-        assert s.num_tokens == round(tokens_for_omega(s.dim, 2 ** 18, 4.0))  # eq. 14 at γ = 4, nearest integer S
+        assert s.num_tokens == round(tokens_for_omega(s.dim, 2 ** 20, 4.0))  # eq. 14 at D.2's Ω, γ = 4
         assert (s.gamma_tokens, s.gamma_channels) == (pytest.approx(4, rel=0.02), 4)
     sw = [summarize(p.model, **p.model_kwargs) for p in points if p.model == 'sw_mlp_o18_32']
-    assert [s.width for s in sw] == [round(math.sqrt(2 ** 18 / (4 * p))) for p in (0.9, 0.7, 0.5, 0.3, 0.1)]
+    assert [s.width for s in sw] == [round(math.sqrt(2 ** 20 / (4 * p))) for p in (0.9, 0.7, 0.5, 0.3, 0.1)]
     assert all(s.hidden == 4 * s.width for s in sw)  # MLP blocks of the same γ
     generic = experiment_points('cifar10/pk_mixer_ss_w_32', 'width')  # Table 1's recipe declares no figure
     assert not [p for p in generic if p.model.startswith('sw_')] and len(generic) == 14
+
+
+# ---------------------------------------------------------------------------------------------- docs
+
+def test_docs_cover_every_figure_and_table_with_tests_that_exist():
+    text = (ROOT / 'docs' / 'experiments.md').read_text()
+    table = text.split('## Every figure and table of the paper: command, test, committed result', 1)[1]
+    rows = [line.split(' | ')[0].lstrip('| ') for line in table.splitlines() if line.startswith('| Fig') or
+            line.startswith('| Table')]
+    named = ' '.join(rows)
+    for n in range(1, 8):
+        assert f'Fig. {n}' in named, n
+    for n in range(1, 10):
+        assert f'Fig. S.{n}' in named or f'S.{n}' in named, n
+    assert {'Table 1', 'Table S.1', 'Table S.2', 'Table S.3'} <= set(rows)
+    cited = [(f, t) for f, t in __import__('re').findall(r'(tests/\w+\.py)::(\w+)', table)]
+    assert len(cited) >= 20
+    for path, name in cited:
+        assert f'def {name}(' in (ROOT / path).read_text(), f'{path}::{name} is cited but does not exist'
+
+
+def test_docs_state_the_digits_split_the_folder_has(tmp_path):
+    pytest.importorskip('sklearn')
+    from timm_pkmixer.experiments.datasets import write_digits_image_folder
+    counts = write_digits_image_folder(str(tmp_path))
+    train, val = sum(counts['train'].values()), sum(counts['validation'].values())
+    assert (train, val) == (898, 899)
+    text = (ROOT / 'docs' / 'experiments.md').read_text()
+    assert f'({train} train / {val} validation images' in text and f'These are {train} training images' in text

@@ -9,12 +9,27 @@ from ._common import POSITIVE_INT, POSITIVE_REAL, ParseKwargs, add_command
 __all__ = ['add_commands']
 
 
+def _readings(items):
+    """--reading KEY=NAME … as a dict; a malformed or repeated item is refused."""
+    from ..errors import InvalidArgumentError
+    out = {}
+    for item in items or ():
+        key, sep, name = item.partition('=')
+        if not sep or not key or not name:
+            raise InvalidArgumentError(f'readings: {item!r} is not KEY=NAME (e.g. omega=text)')
+        if key in out:
+            raise InvalidArgumentError(f'readings: {key!r} given twice')
+        out[key] = name
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from ..errors import InvalidArgumentError
     from ..experiments.sweep import SWEEP_EXPLAINED, SWEEP_RECORD, explain, plan_sweep, write_sweep
-    options = dict(experiment=args.experiment, permutations=args.permutation, seeds=args.seeds, omega=args.omega,
-                   model_kwargs=args.model_kwargs, gamma=args.gamma, dims=args.dims, figure=args.figure)
     try:
+        options = dict(experiment=args.experiment, permutations=args.permutation, seeds=args.seeds, omega=args.omega,
+                       model_kwargs=args.model_kwargs, gamma=args.gamma, dims=args.dims, figure=args.figure,
+                       readings=_readings(args.reading))
         if args.explain:
             print(explain(plan_sweep(args.recipe, **options)), end='')
             if not args.out_dir:
@@ -29,8 +44,8 @@ def run(args: argparse.Namespace) -> int:
         message = str(e)
         for name, flag in (('add=True', '--add'), ('model_kwargs', '--model-kwargs'), ('permutations', '--permutation'),
                            ('out_dir', '--out-dir'), ('seeds', '--seeds'), ('omega', '--omega'), ('gamma', '--gamma'),
-                           ('dims', '--dims'), ('figure', '--figure')):
-            message = re.sub(rf'(?<![\w-]){re.escape(name)}(?![\w])', flag, message)
+                           ('dims', '--dims'), ('figure', '--figure'), ('readings', '--reading')):
+            message = re.sub(rf"(?<![\w'-]){re.escape(name)}(?![\w'])", flag, message)
         raise InvalidArgumentError(message) from e
     print(f'# {len(paths)} recipes in {args.out_dir}; run each with (add --data-dir … where the data lives):')
     for p in paths:
@@ -45,9 +60,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p = add_command(subparsers, 'sweep', run,
                     help="write one train.py recipe per point (and seed) of one of the paper's experiments",
                     description="Write one train.py recipe per point and seed of one of the paper's experiments: "
-                                'width (Fig. 4 left, 5, 6, S.2, S.6), depth (Fig. 7), rp-block (Fig. S.4), gamma '
-                                '(Fig. S.3), patch (Fig. S.5). The figure comes from the recipe\'s `# figure:` lines '
-                                'or --figure; --explain lists every setting with its value and source.')
+                                'width (Fig. 4 left, 5, 6, S.1 left, S.2, S.6, S.7, S.8), depth (Fig. 7), rp-block '
+                                '(Fig. S.4), gamma (Fig. S.3), patch (Fig. S.5). The figure comes from the recipe\'s '
+                                '`# figure:` lines or --figure; --explain lists every setting with its value and '
+                                'source, and where the paper disagrees with itself (--reading picks the other).')
     p.add_argument('recipe', help='base recipe: a file or a packaged name, e.g. cifar10/s_mixer_fig7')
     p.add_argument('--experiment', choices=EXPERIMENTS, default=None,
                    help="which experiment (default: the figure's, else width)")
@@ -66,6 +82,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument('--gamma', type=POSITIVE_REAL, default=None, help='γ of an MLP-Mixer width sweep (D.2; Fig. 4)')
     p.add_argument('--dims', type=POSITIVE_INT, nargs='+', default=None,
                    help='channels C of an MLP-Mixer width sweep or of Fig. S.6')
+    p.add_argument('--reading', nargs='+', default=None, metavar='KEY=NAME',
+                   help='where the paper\'s text and tables disagree, follow the other reading (e.g. omega=text, '
+                        'sw-block=c1); --explain lists each disagreement with both readings and their sources')
     p.add_argument('--model-kwargs', nargs='*', default={}, action=ParseKwargs,
                    help='model arguments added to the base recipe, e.g. num_tokens=64 embed_dim=64 num_blocks=4')
     p.add_argument('--log-wandb', action='store_true',

@@ -1,0 +1,234 @@
+"""Every sweep point as the paper builds it, checked on the models the generated recipes build (timm.create_model of
+the recipe's model and model_kwargs, on the meta device): A.2.4's skip layer, Fig. 4 (left)'s paired SW-MLPs,
+Fig. S.2's Ω, Figs. S.1, S.7, S.8; the disagreements of the paper's text with its tables, each one option away; and
+`--explain` refusing exactly what writing refuses, for every packaged recipe and experiment."""
+import inspect
+import math
+
+import pytest
+import timm
+import yaml
+
+import timm_pkmixer.experiments.sweep as sweep_module
+from timm_pkmixer.cli import main as pkmixer
+from timm_pkmixer.errors import InvalidArgumentError
+from timm_pkmixer.experiments.recipes import list_recipes
+from timm_pkmixer.experiments.sweep import explain, plan_sweep, recipe_figures, write_sweep
+from timm_pkmixer.experiments.sweep_tables import CIFAR_SWEEP_PAIRS, EXPERIMENTS, FIGS6_DIMS, FIGURES
+from timm_pkmixer.layers import SkipLayer
+from timm_pkmixer.models.sw_mlp import SwMlp
+
+
+def built(tmp_path, recipe, **options):
+    """(recipe dict, model built from its model + model_kwargs) for every recipe the sweep writes (seed 0)."""
+    out = []
+    for path in write_sweep(recipe, str(tmp_path / 'sweep'), seeds=(0,), **options):
+        cfg = yaml.safe_load(path.read_text())
+        out.append((cfg, timm.create_model(cfg['model'], device='meta', **cfg['model_kwargs'])))
+    return out
+
+
+def mixers(models):
+    return [(cfg, m) for cfg, m in models if m.describe().family != 'SW-MLP']
+
+
+def sw_mlps(models):
+    return [(cfg, m) for cfg, m in models if m.describe().family == 'SW-MLP']
+
+
+# ---------------------------------------------------------------------------------------------- A.2.4: skip layer
+
+# (recipe, figure, options, the S = S0 point the audit found without a skip layer: (C, S) or P)
+VARIES_S = [
+    ('cifar10/mixer_fig2_fig4', 'fig4', {}, (64, 64)),
+    ('cifar10/s_mixer_fig5', 'fig5', {}, None),
+    ('cifar10/s_mixer_fig6', 'fig6-cifar10', {}, None),
+    ('cifar10/s_mixer_fig5', 'figS2-cifar10', {}, (64, 64)),
+    ('cifar10/s_mixer_fig5', 'figS3', {}, (64, 64)),
+    ('cifar10/s_mixer_fig5', 'figS6', {}, (64, 64)),
+    ('cifar10/s_mixer_fig5', 'figS7', {}, (64, 64)),
+    ('cifar10/s_mixer_fig5', 'figS8', {}, (64, 64)),
+    ('imagenet/pk_mixer_b_w', 'fig6d', {}, (768, 196)),  # P = 16
+]
+
+
+@pytest.mark.parametrize('recipe,figure,options,square', VARIES_S, ids=[v[1] for v in VARIES_S])
+def test_every_point_of_a_sweep_that_varies_s_has_the_skip_layer(tmp_path, recipe, figure, options, square):
+    models = mixers(built(tmp_path, recipe, figure=figure, permutations=('normal',), **options))
+    assert models
+    for cfg, model in models:
+        assert isinstance(model.blocks[0].skip, SkipLayer), cfg['experiment']  # A.2.4, S = S0 included
+        assert not any(isinstance(b.skip, SkipLayer) for b in model.blocks[1:])
+        assert cfg['model_kwargs']['skip_layer'] is True
+    if square:
+        at_s0 = [m for _, m in models if (m.describe().dim, m.describe().num_tokens) == square]
+        assert len(at_s0) == 1 and at_s0[0].describe().num_tokens == at_s0[0].stem.num_patches  # S = S0 is swept
+
+
+# ---------------------------------------------------------------------------------------------- Fig. 4 (left)
+
+def test_fig4_pairs_an_sw_mlp_with_each_mixer_at_its_width_and_has_no_rp_arm(tmp_path):
+    models = built(tmp_path, 'cifar10/mixer_fig2_fig4')
+    mix = [m.describe() for _, m in mixers(models)]
+    assert [(d.dim, d.num_tokens) for d in mix] == list(zip(
+        (4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 64),
+        (360, 252, 203, 173, 152, 136, 124, 113, 104, 96, 89, 83, 64)))  # C.2, as printed
+    assert {d.permutation_label for d in mix} == {'normal'}  # Fig. 4 has no RP Mixers
+    sw = [m.describe() for _, m in sw_mlps(models)]
+    assert [d.width for d in sw] == [d.num_tokens * d.dim for d in mix]  # m = S·C: C.2's same (C, S)
+    for d in sw:
+        assert (d.depth, d.gamma, d.hidden) == (6, 2.0, 2 * d.width)  # C.1: 6 blocks; C.2: the same γ
+        assert d.omega == pytest.approx(2 ** 19, rel=1e-9)  # C.2: the same Ω; p = Ω/(γm²)
+    assert [round(1 / d.density) for d in sw][-1] == 64  # at C = S = 64: p = 1/64, Fig. 2's pairing
+    with_rp = plan_sweep('cifar10/mixer_fig2_fig4', permutations=('random', 'normal'))
+    assert len([p for p in with_rp.points if p.model_kwargs.get('permutation') == 'random']) == 13  # asked for
+    assert len([p for p in with_rp.points if p.model.startswith('sw_')]) == 13  # one SW-MLP per (C, S), not per perm
+    with pytest.raises(InvalidArgumentError, match=r'omega does not apply .* \(C.2 prints its S for Ω = 2\^19\)'):
+        plan_sweep('cifar10/mixer_fig2_fig4', omega=2 ** 18)
+
+
+# ---------------------------------------------------------------------------------------------- Fig. S.2, S.1, S.7, S.8
+
+def test_fig_s2_is_at_d2_omega_where_its_c_are_the_symmetric_pairs(tmp_path):
+    models = built(tmp_path, 'cifar10/s_mixer_fig5', figure='figS2-cifar10', permutations=('normal',))
+    mix = [m.describe() for _, m in mixers(models)]
+    assert [(d.dim, d.num_tokens) for d in mix] == [(16, 173), (32, 113), (48, 83), (64, 64), (83, 48), (113, 32),
+                                                    (173, 16)]  # C.4's pairs, symmetric about C = S = 64
+    for d in mix:
+        assert d.omega == pytest.approx(2 ** 20, rel=0.02) and d.gamma == pytest.approx(4, rel=0.01)
+    sw = [m.describe() for _, m in sw_mlps(models)]
+    assert [d.width for d in sw] == [round(math.sqrt(2 ** 20 / (4 * p))) for p in (0.9, 0.7, 0.5, 0.3, 0.1)]
+    assert all(d.hidden == 4 * d.width for d in sw)
+    other = plan_sweep('cifar10/s_mixer_fig5', figure='figS2-cifar10', omega=2 ** 18, permutations=('normal',))
+    assert [p.coords['S'] for p in other.points[:3]] == [83, 50, 34]  # D.2's other Ω, one option away
+
+
+def test_fig_s1_left_is_sw_mlps_at_omega_2_16(tmp_path):
+    plan = plan_sweep('cifar10/s_mixer_fig5', figure='figS1')
+    assert plan.seeds == [0, 1, 2, 3, 4]  # the caption's five trials
+    models = built(tmp_path, 'cifar10/s_mixer_fig5', figure='figS1')
+    sw = [m.describe() for _, m in models]
+    assert len(sw) == 9 and {d.family for d in sw} == {'SW-MLP'}
+    assert [d.width for d in sw] == [round(256 * 2 ** (n / 2)) for n in range(9)]  # m = √(Ω/p), p = 2^-n
+    assert all(d.omega == pytest.approx(2 ** 16, rel=0.01) and d.depth == 8 for d in sw)
+    gamma_src = next(s for s in plan.settings if s.name == 'γ').source
+    assert gamma_src.startswith('ours: the caption sets γ "according to (Golubeva et al., 2021)"')
+    with pytest.raises(InvalidArgumentError, match='permutations does not apply'):
+        plan_sweep('cifar10/s_mixer_fig5', figure='figS1', permutations=('normal',))
+
+
+@pytest.mark.parametrize('figure,dims,training', [
+    ('figS7', FIGS6_DIMS, dict(opt='nesterov', lr=0.1, batch_size=256, epochs=600, aa='original')),
+    ('figS8', (64,), dict(opt='adamw', lr=0.01, batch_size=256, epochs=600, aa='original')),
+])
+def test_fig_s7_s8_are_their_captions(tmp_path, figure, dims, training):
+    plan = plan_sweep('cifar10/s_mixer_fig5', figure=figure)
+    assert plan.seeds == [0, 1, 2, 3, 4] and plan.differs == []  # five trials
+    models = built(tmp_path, 'cifar10/s_mixer_fig5', figure=figure)
+    assert len(models) == 2 * len(dims)  # normal and RP
+    for cfg, model in models:
+        d = model.describe()
+        assert d.block_type == 'mlp' and d.gamma == pytest.approx(4, rel=0.01)
+        assert {k: cfg[k] for k in training} == training
+    got = sorted({(m.describe().dim, m.describe().num_tokens) for _, m in models})
+    s6 = sorted((p.coords['C'], p.coords['S']) for p in plan_sweep('cifar10/s_mixer_fig5', figure='figS6').points)
+    assert set(got) <= set(s6)  # Fig. S.6's (C, S), at γ = 4 (Ω/γ = 2^18)
+    assert [c for c, _ in got] == sorted(dims)
+
+
+# ---------------------------------------------------------------------------------------------- disagreements
+
+def _base_recipe(key):
+    return next(info.name for info in list_recipes() if key in recipe_figures(info.path))
+
+
+DISAGREEMENTS = [(f.key, d.key, r.name) for f in FIGURES.values() for d in f.disagreements for r in d.readings[1:]]
+
+
+@pytest.mark.parametrize('figure,key,name', DISAGREEMENTS, ids=[f'{f}-{k}' for f, k, _ in DISAGREEMENTS])
+def test_every_disagreement_is_flagged_and_its_other_reading_is_one_option_away(monkeypatch, figure, key, name):
+    monkeypatch.setattr(sweep_module, '_check_points', lambda points: None)  # SwMlp's outer_act may be pending
+    recipe = _base_recipe(figure)
+    default = plan_sweep(recipe, figure=figure)
+    text = explain(default)
+    d = next(d for d in FIGURES[figure].disagreements if d.key == key)
+    row = next(line for line in text.splitlines() if line.startswith(f'| reading {key} |'))
+    assert 'DISAGREEMENT' in row and all(r.source in row for r in d.readings)  # both readings, both sources
+    assert f'--reading {key}={name}' in text
+    other = plan_sweep(recipe, figure=figure, readings={key: name})
+    assert other.readings[key] == name and default.readings[key] == d.readings[0].name
+    assert [(p.name, p.model_kwargs, p.recipe) for p in other.points] != \
+        [(p.name, p.model_kwargs, p.recipe) for p in default.points]  # the reading changes the sweep
+    assert other.differs == []  # the other reading's settings are expected, not flagged as the recipe's fault
+
+
+def test_fig6_readings_change_what_is_built(tmp_path):
+    table = mixers(built(tmp_path / 'a', 'cifar10/s_mixer_fig6', permutations=('normal',)))
+    text = mixers(built(tmp_path / 'b', 'cifar10/s_mixer_fig6', permutations=('normal',),
+                        readings={'omega': 'text', 'training': 'text', 'hard-aug': 'autoaugment'}))
+    assert [(m.describe().dim, m.describe().num_tokens) for _, m in table] == list(CIFAR_SWEEP_PAIRS[2 ** 21])
+    assert [(m.describe().dim, m.describe().num_tokens) for _, m in text] == list(CIFAR_SWEEP_PAIRS[2 ** 18])
+    assert {(c['opt'], c['lr'], c['batch_size'], c['epochs'], c.get('aa')) for c, _ in table} == \
+        {('adamw', 0.02, 1024, 2000, None)}  # Table S.2
+    assert {(c['opt'], c['lr'], c['batch_size'], c['epochs'], c['momentum'], c['aa']) for c, _ in text} == \
+        {('nesterov', 0.1, 128, 200, 0.9, 'original')}  # C.5's text, and the "hard aug." column read as AutoAugment
+
+
+def test_fig_s4_text_reading_builds_d5_models(tmp_path):
+    models = built(tmp_path, 'cifar10/s_mixer_fig7', figure='figS4', readings={'geometry': 'text'})
+    assert len(models) == 6
+    assert {(m.describe().num_tokens, m.describe().dim, m.describe().depth) for _, m in models} == {(64, 64, 4)}
+
+
+def test_sw_block_reading_c1_sets_outer_act_false_on_the_sw_mlps_only(tmp_path, monkeypatch):
+    if 'outer_act' in inspect.signature(SwMlp.__init__).parameters:
+        models = built(tmp_path / 'built', 'cifar10/mixer_fig2_fig4', readings={'sw-block': 'c1'})
+        assert [m.model_args['outer_act'] for _, m in sw_mlps(models)] == [False] * 13
+    else:  # helper A's SwMlp(outer_act=…) is not merged: the plan refuses the argument, by name
+        with pytest.raises(InvalidArgumentError, match="'outer_act'"):
+            plan_sweep('cifar10/mixer_fig2_fig4', readings={'sw-block': 'c1'})
+    monkeypatch.setattr(sweep_module, '_check_points', lambda points: None)
+    paths = write_sweep('cifar10/mixer_fig2_fig4', str(tmp_path / 'w'), seeds=(0,), readings={'sw-block': 'c1'})
+    cfgs = [yaml.safe_load(p.read_text()) for p in paths]
+    assert [c['model_kwargs'].get('outer_act') for c in cfgs if c['model'].startswith('sw_')] == [False] * 13
+    assert not [c for c in cfgs if not c['model'].startswith('sw_') and 'outer_act' in c['model_kwargs']]
+    default = write_sweep('cifar10/mixer_fig2_fig4', str(tmp_path / 'd'), seeds=(0,))
+    assert not [p for p in default if 'outer_act' in yaml.safe_load(p.read_text())['model_kwargs']]  # eq. S.17
+
+
+@pytest.mark.parametrize('argv,message', [
+    (['--reading', 'omega=text'], "--reading: fig5 has no disagreement 'omega' (it has: none)"),
+    (['--figure', 'fig6-cifar10', '--reading', 'omega=paper'],
+     "--reading['omega'] must be one of ('table', 'text'), got 'paper'"),
+    (['--figure', 'fig6-cifar10', '--reading', 'omega'], "--reading: 'omega' is not KEY=NAME"),
+    (['--figure', 'fig6-cifar10', '--reading', 'omega=text', 'omega=table'], "--reading: 'omega' given twice"),
+])
+def test_sweep_refuses_a_reading_that_does_not_exist(tmp_path, capsys, argv, message):
+    assert pkmixer(['sweep', 'cifar10/s_mixer_fig5', '--out-dir', str(tmp_path / 'o'), *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / 'o').exists()
+
+
+# ---------------------------------------------------------------------------------------------- explain = write
+
+def _outcome(call, *args, **kwargs):
+    try:
+        call(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - the type and message are what is compared
+        return f'{type(e).__name__}: {e}'
+    return 'ok'
+
+
+@pytest.mark.parametrize('recipe', [info.name for info in list_recipes()])
+def test_explain_succeeds_exactly_when_writing_does_with_the_same_message(tmp_path, recipe):
+    outcomes = {}
+    for experiment in EXPERIMENTS:
+        explained = _outcome(lambda *a, **k: explain(plan_sweep(*a, **k)), recipe, experiment, seeds=[0])
+        written = _outcome(write_sweep, recipe, str(tmp_path / experiment), experiment=experiment, seeds=[0])
+        assert explained == written, (recipe, experiment)
+        assert (tmp_path / experiment).exists() == (written == 'ok')  # a refused sweep writes nothing
+        outcomes[experiment] = written
+    if recipe == 'mnist/shallow_kron_28':  # no experiment applies to a shallow MLP: each refused, the same way
+        assert all(o != 'ok' for o in outcomes.values())
+    if recipe == 'cifar10/s_mixer_fig7':
+        assert outcomes['depth'] == outcomes['rp-block'] == outcomes['patch'] == 'ok'
