@@ -1,7 +1,10 @@
-"""`pkmixer analyze cka A B…` (Fig. 2) and `pkmixer analyze spectra` (Fig. 4 right, Fig. S.1, trained models)."""
+"""`pkmixer analyze cka A B…` (Fig. 2), `pkmixer analyze spectra` (Fig. 4 right, Fig. S.1, trained models) and
+`pkmixer analyze cost` (Table S.3)."""
 import argparse
 import csv
+import functools
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
@@ -208,8 +211,66 @@ def run_spectra(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress(message: str) -> None:
+    """A progress line on stderr (stdout keeps the results)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def _apply_threads(args: argparse.Namespace) -> int:
+    """The package's thread policy (`experiments.threads`): --threads, else $OMP_NUM_THREADS, else the idle
+    cores; set for this process and said on stderr."""
+    from ..experiments.threads import choose_threads, set_threads
+    threads, why = choose_threads(args.threads)
+    set_threads(threads)
+    _progress(f'threads: {threads} ({why})')
+    return threads
+
+
+def _with_threads(run):
+    """A subcommand's handler that first applies the thread policy."""
+    @functools.wraps(run)
+    def wrapped(args: argparse.Namespace) -> int:
+        _apply_threads(args)
+        return run(args)
+    return wrapped
+
+
+def _device(text: str):
+    """--device as a torch.device that exists here."""
+    import torch
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise InvalidArgumentError(f'--device {text!r} is not a torch device (cpu, cuda, cuda:1, …)') from None
+    if device.type == 'cuda' and not torch.cuda.is_available():
+        raise InvalidArgumentError(f'--device {text}: CUDA is not available on this machine (use --device cpu)')
+    if device.type not in ('cpu', 'cuda'):
+        raise InvalidArgumentError(f'--device {text}: only cpu and cuda are measured')
+    return device
+
+
+def run_cost(args: argparse.Namespace) -> int:
+    from ..analysis.cost import COST_SIZES, cost_markdown, table_s3
+    device = _device(args.device)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    rows = table_s3([COST_SIZES[s] for s in dict.fromkeys(args.size)], args.models, args.batch_size, args.steps,
+                    args.warmup, device, progress=_progress)
+    _write_csv(out / 'table_s3.csv', rows)
+    (out / 'table_s3.md').write_text(cost_markdown(rows), encoding='utf-8')
+    for r in rows:
+        ratio = r['time_ratio_vs_mlp_mixer']
+        timing = f'time/step {ratio:.3f}× the MLP-Mixer\'s' if ratio != '' else (r['note'] or 'not timed')
+        print(f"{r['size']} {r['model']}: {r['params']:,} parameters, {r['param_bytes'] + r['buffer_bytes']:,} bytes "
+              f"of parameters and buffers, {r['forward_flops_per_image']:,} forward FLOPs per image; {timing}",
+              flush=True)
+    print(f'wrote {out / "table_s3.csv"} and {out / "table_s3.md"} ({time.perf_counter() - start:.1f} s)')
+    return 0
+
+
 def _needs_subcommand(args: argparse.Namespace) -> int:
-    raise InvalidArgumentError('give a subcommand: cka or spectra (pkmixer analyze --help)')
+    raise InvalidArgumentError('give a subcommand: cka, spectra or cost (pkmixer analyze --help)')
 
 
 def _a_value(name: str, value: Any) -> float:
@@ -261,4 +322,47 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument('--hist-a', type=float, default=1.5, help='--fig-s1: a whose λ are histogrammed (default 1.5)')
     p.add_argument('--out-dir', required=True, help='where the CSV files and figures go')
     p.add_argument('--no-figures', action='store_true', help='write the CSV files only')
+    _add_cost_command(sub)
+
+
+def _threads_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument('--threads', type=POSITIVE_INT, default=None,
+                   help='torch threads (default: $OMP_NUM_THREADS, else the idle cores: on a busy machine fewer '
+                        'threads run much faster)')
+
+
+def _add_cost_command(sub: argparse._SubParsersAction) -> None:
+    from ..analysis.cost import COST_MODELS, COST_SIZES, MAX_BATCH_SIZE, MAX_STEPS
+    p = add_command(sub, 'cost', _with_threads(run_cost),
+                    help='Table S.3: memory, FLOPs and time per training step of the RP Mixer, MLP-Mixer, SW-MLP',
+                    description='Table S.3 (D.9) from the package\'s models: parameters, parameter and buffer '
+                                'memory, tensors saved for the backward, FLOPs (counted on the meta device), and '
+                                'the time per training step (AdamW) measured in alternation, as a ratio to the '
+                                'MLP-Mixer\'s. Writes OUT/table_s3.csv and OUT/table_s3.md.')
+    p.add_argument('--size', nargs='+', choices=list(COST_SIZES), default=['table-s3-small'],
+                   help='table-s3-small: S=64, C=48, L=3, γ=2 (CIFAR, P=4); table-s3-large: S=256, C=588, L=8, '
+                        'γ=4 (ImageNet, P=14). Default: table-s3-small')
+    p.add_argument('--models', nargs='+', choices=list(COST_MODELS), default=list(COST_MODELS),
+                   help='models to count and time (default: all three; the MLP-Mixer is always timed)')
+    p.add_argument('--batch-size', type=cli_type(_bounded(MAX_BATCH_SIZE, 1), int, '--batch-size'), default=32,
+                   help='images per training step (default 32)')
+    p.add_argument('--steps', type=cli_type(_bounded(MAX_STEPS, 0), int, '--steps'), default=10,
+                   help=f'timed steps per model after the warm-up (default 10, at most {MAX_STEPS}; 0: count only)')
+    p.add_argument('--warmup', type=cli_type(_bounded(100, 0), int, '--warmup'), default=2,
+                   help='untimed steps per model first (default 2)')
+    p.add_argument('--device', default='cpu', help='cpu (default) or cuda[:N]')
+    _threads_option(p)
+    p.add_argument('--out-dir', required=True, help='where table_s3.csv and table_s3.md go')
+
+
+def _bounded(maximum: int, minimum: int):
+    """A check of an integer in [minimum, maximum] (the message says both bounds)."""
+    def check(name: str, value: Any) -> int:
+        from ..validation import integer
+        value = integer(name, value, minimum=minimum)
+        if value > maximum:
+            raise InvalidArgumentError(f'{name} must be at most {maximum}, got {value}')
+        return value
+    check.__name__ = 'int'
+    return check
 
