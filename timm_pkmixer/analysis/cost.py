@@ -361,7 +361,7 @@ def _time_cells(r: Dict[str, Any]) -> Tuple[str, str]:
 
 def cost_markdown(rows: Sequence[Dict[str, Any]]) -> str:
     """Table S.3 as a markdown table of `table_s3`'s rows (bytes and FLOPs with SI prefixes, powers of 1000)."""
-    head = ('| size | model | parameters | params + buffers | of which buffers | saved for backward / image | '
+    head = ('| size | model | parameters | params + buffers | of which buffers | saved for backward (batch) | '
             'training state of a step (est.) | fwd FLOPs / image | train FLOPs / image | time / step ÷ MLP-Mixer\'s '
             '(IQR) | time / step | paper: memory, FLOPs, runtime |')
     lines = [head, '|' + ' --- |' * (head.count('|') - 1)]
@@ -371,7 +371,7 @@ def cost_markdown(rows: Sequence[Dict[str, Any]]) -> str:
         lines.append(
             f'| {r["size"]} (S={r["S"]}, C={r["C"]}, L={r["L"]}, γ={r["gamma"]:g}) | {MODEL_LABELS[r["model"]]} | '
             f'{r["params"]:,} | {_si(r["param_bytes"] + r["buffer_bytes"], "B")} | {_si(r["buffer_bytes"], "B")} | '
-            f'{_si(r["saved_bytes"] / r["batch_size"], "B")} | '
+            f'{_si(r["saved_bytes"], "B")} | '
             f'{_si(r["train_state_bytes"], "B")} at batch {r["batch_size"]} | '
             f'{_si(r["forward_flops_per_image"])} | {_si(r["train_flops_per_image"])} | {ratio} | {seconds} | '
             f'{paper} |')
