@@ -201,3 +201,20 @@ def test_cli_cost_refuses_bad_options(capsys, tmp_path, argv, message):
         pytest.skip('CUDA is available here')
     code, _, err = run_cli(capsys, 'analyze', 'cost', *argv, '--out-dir', str(tmp_path / 'x'))
     assert code == 2 and message in err and 'Traceback' not in err
+
+
+def test_cuda_peak_counts_this_model_alone(monkeypatch):
+    """The CUDA peak of one model's step while others are resident: the rise above what was allocated before the
+    step, plus this model's parameters, buffers, AdamW moments and the batch (fake allocator counters: no GPU)."""
+    from timm_pkmixer.analysis import cost
+    monkeypatch.setattr(torch.cuda, 'synchronize', lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, 'reset_peak_memory_stats', lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, 'memory_allocated', lambda device=None: 10_000)
+    monkeypatch.setattr(torch.cuda, 'max_memory_allocated', lambda device=None: 10_700)
+    model = nn.Linear(3, 2)  # 8 parameters, fp32
+    opt = torch.optim.AdamW(model.parameters())
+    x, y = torch.randn(4, 3), torch.zeros(4, dtype=torch.long)
+    cost._train_step(model, opt, x, y)
+    moments = sum(t.nbytes for state in opt.state.values() for t in state.values())
+    assert moments == 2 * 8 * 4 + 2 * 4  # exp_avg, exp_avg_sq (fp32) and a 0-d fp32 step per parameter tensor
+    assert cost._cuda_peak(model, opt, x, y) == 700 + 8 * 4 + moments + x.nbytes + y.nbytes

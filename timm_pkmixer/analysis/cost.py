@@ -173,13 +173,22 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _tensor_bytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+
 def _cuda_peak(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> int:
-    """Peak bytes allocated during one training step, this model alone on the device (AdamW state exists)."""
+    """Peak bytes this model alone would allocate during one training step (its AdamW state already exists):
+    the step's peak above what was allocated before it (other models may be resident too), plus this model's own
+    resident parameters, buffers and optimizer state."""
     torch.cuda.synchronize(x.device)
+    before = torch.cuda.memory_allocated(x.device)
     torch.cuda.reset_peak_memory_stats(x.device)
     _train_step(model, optimizer, x, y)
     torch.cuda.synchronize(x.device)
-    return torch.cuda.max_memory_allocated(x.device)
+    resident = _tensor_bytes(model.parameters()) + _tensor_bytes(model.buffers()) + _tensor_bytes(
+        v for state in optimizer.state.values() for v in state.values())
+    return torch.cuda.max_memory_allocated(x.device) - before + resident + x.nbytes + y.nbytes
 
 
 def time_steps(
