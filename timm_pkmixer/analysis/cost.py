@@ -187,7 +187,8 @@ def _cuda_peak(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tens
     _train_step(model, optimizer, x, y)
     torch.cuda.synchronize(x.device)
     resident = _tensor_bytes(model.parameters()) + _tensor_bytes(model.buffers()) + _tensor_bytes(
-        v for state in optimizer.state.values() for v in state.values())
+        v for state in optimizer.state.values() for v in state.values()
+        if isinstance(v, torch.Tensor) and v.device == x.device)  # AdamW keeps its step counts on the CPU
     return torch.cuda.max_memory_allocated(x.device) - before + resident + x.nbytes + y.nbytes
 
 
