@@ -18,6 +18,8 @@ from timm_pkmixer.analysis import (
     init_edge,
     linear_cka,
     mp_edge,
+    pk_effective_weight,
+    width_report,
 )
 from timm_pkmixer.analysis.cka import HsicAccumulator, gram
 from timm_pkmixer.analysis.spectra import sparse_bernoulli, sparse_masked_gaussian
@@ -292,3 +294,16 @@ def test_cli_names_a_truncated_checkpoint(capsys, tmp_path, fraction, command):
     assert code == 2 and 'Traceback' not in err
     assert err.startswith(f'pkmixer analyze {command}: error: {run / "last.pth.tar"}: cannot be read as a '
                           f'checkpoint, it is truncated or corrupt')
+
+
+@pytest.mark.parametrize('call, message', [
+    (lambda v: pk_effective_weight(timm.create_model('s_mixer_s64c64_32', img_size=8, patch_size=2, num_tokens=16,
+                                                     embed_dim=4, num_blocks=1).blocks[0].mlp_channels,
+                                   (16, 4), (16, 4), paper_order=v), 'paper_order must be True or False'),
+    (lambda v: width_report(omega=2 ** 18, dims=[32], mirror=v), 'mirror must be True or False'),
+])
+@pytest.mark.parametrize('value', ['no', 1, None])
+def test_analysis_flags_must_be_bools(call, message, value):
+    with pytest.raises(ArgumentTypeError) as e:
+        call(value)
+    assert str(e.value).startswith(message)
