@@ -353,7 +353,8 @@ def _a_value(name: str, value: Any) -> float:
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     from ..analysis.spectra import MAX_TRIALS
     top = add_command(subparsers, 'analyze', _needs_subcommand,
-                      help="the paper's analyses: CKA of hidden features (Fig. 2), spectra (Fig. 4 right, S.1)",
+                      help="the paper's analyses: CKA of hidden features (Fig. 2), spectra (Fig. 4 right, S.1), "
+                           "costs (Table S.3)",
                       description="The paper's analyses, computed from the package's real layers.")
     sub = top.add_subparsers(dest='analysis', metavar='ANALYSIS')
 
