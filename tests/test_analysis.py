@@ -330,7 +330,7 @@ def run_cli(capsys, *argv):
 
 
 @pytest.mark.parametrize('argv,message', [
-    (['analyze'], 'pkmixer analyze: error: give a subcommand: cka or spectra'),
+    (['analyze'], 'pkmixer analyze: error: give a subcommand: cka, spectra or cost'),
     (['analyze', 'spectra', '--a', '1', '--out-dir', 'X'], 'pkmixer analyze spectra: error: --a needs --fig-s1'),
     (['analyze', 'spectra', 'RUN', '--fig-s1', '--out-dir', 'X'],
      'pkmixer analyze spectra: error: RUN folders take no --fig-s1'),

@@ -7,6 +7,8 @@ never prints; `pkmixer analyze` writes the tables and figures).
 * Spectra (Fig. 4 right, §4.3; Fig. S.1, D.1): `effective_singular_values` of every mixing FC seen as a layer
   of the wide MLP, the Marchenko–Pastur edge c_γ and the sparse edge √L+ (eq. 17), and the random-matrix
   experiments `fig4_spectra`, `fig_s1_spectra`.
+* Costs (Table S.3, D.9): `table_s3`, `count_costs`: parameters, buffers, saved activations and FLOPs counted on
+  the meta device, and the time per training step of the RP Mixer, MLP-Mixer and SW-MLP measured in alternation.
 * Width (Fig. 3, S.9, §3.3): `width_report` (the table of `pkmixer width`), `fig_s9_weights` and
   `pk_effective_weight` (the effective weight J2 (I ⊗ W) J1 of a PK layer as a dense matrix, for figures only).
 
@@ -20,6 +22,7 @@ Song et al.'s U-statistic summed over all 4-tuples of distinct examples) and the
 """
 from .cka import HsicAccumulator, gram, hsic_biased, hsic_unbiased, linear_cka
 from .compare import CkaMatrix, cka_matrix
+from .cost import COST_SIZES, count_costs, table_s3
 from .features import capture_branches, mixing_branches
 from .spectra import (
     FIG4_DIMS,
@@ -42,4 +45,4 @@ __all__ = ['HsicAccumulator', 'gram', 'hsic_biased', 'hsic_unbiased', 'linear_ck
            'capture_branches', 'mixing_branches', 'FIG4_DIMS', 'FIG4_TOKENS', 'c_gamma', 'effective_singular_values',
            'fig4_spectra', 'fig_s1_spectra', 'init_edge', 'mixing_fc_layers', 'mp_edge', 'sparse_edge',
            'spectra_table', 'top_singular_value', 'fig_s9_weights', 'paper_vec_order', 'pk_effective_weight',
-           'width_report']
+           'width_report', 'COST_SIZES', 'count_costs', 'table_s3']

@@ -1,13 +1,14 @@
 """`cka_matrix`: mini-batch CKA between the mixing branches of two models (Fig. 2(b), (c); C.1)."""
+import itertools
 from dataclasses import dataclass
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 import torch
 import torch.nn as nn
 
 from ..errors import InvalidArgumentError
-from .cka import HsicAccumulator, gram
+from .cka import HsicAccumulator, check_self_hsic, gram
 from .features import capture_branches, mixing_branches
 
 __all__ = ['CkaMatrix', 'cka_matrix']
@@ -35,6 +36,17 @@ def _inputs(batch: Any) -> torch.Tensor:
         raise InvalidArgumentError(f'each batch must be an input tensor or an (input, target) pair, got '
                                    f'{type(batch).__name__}')
     return batch
+
+
+def _paired(batches: Iterable[Any], batches_b: Iterable[Any]) -> Iterator[Tuple[Any, Any]]:
+    """(batch, batch_b) pairs; refuses lists of different lengths (zip would drop the longer one's tail)."""
+    end = object()
+    for count, (a, b) in enumerate(itertools.zip_longest(batches, batches_b, fillvalue=end)):
+        if a is end or b is end:
+            short, long = ('batches', 'batches_b') if a is end else ('batches_b', 'batches')
+            raise InvalidArgumentError(f'{short} ends after {count} batches while {long} has more: they must hold '
+                                       f'the same examples, batch for batch')
+        yield a, b
 
 
 def _device(model: nn.Module) -> torch.device:
@@ -75,7 +87,7 @@ def cka_matrix(
     model_a.eval()
     model_b.eval()
     try:
-        pairs = zip(batches, batches_b) if batches_b is not None else ((b, b) for b in batches)
+        pairs = _paired(batches, batches_b) if batches_b is not None else ((b, b) for b in batches)
         for batch_a, batch_b in pairs:
             x_a, x_b = _inputs(batch_a), _inputs(batch_b)
             if x_a.shape[0] != x_b.shape[0]:
@@ -87,4 +99,6 @@ def cka_matrix(
     finally:
         model_a.train(modes[0])
         model_b.train(modes[1])
+    check_self_hsic(acc.xx, names_a, 'model_a', acc.xx_scale)
+    check_self_hsic(acc.yy, names_b, 'model_b', acc.yy_scale)
     return CkaMatrix(acc.cka().numpy(), names_a, names_b, acc.examples, acc.batches)

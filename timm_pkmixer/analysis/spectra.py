@@ -17,7 +17,7 @@ and agrees with it to float32 precision (measured on one core). scipy comes with
 extra).
 """
 import math
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -25,11 +25,15 @@ import torch.nn as nn
 
 from ..errors import InvalidArgumentError, MissingDependencyError
 from ..layers import MaskedLinear, PKMlp
-from ..validation import positive_int, positive_real, probability
+from ..validation import boolean, integer, optional, positive_int, positive_real, probability, real
 
 __all__ = ['c_gamma', 'sparse_edge', 'mp_edge', 'effective_singular_values', 'mixing_fc_layers',
            'top_singular_value', 'init_edge', 'spectra_table', 'FIG4_DIMS', 'FIG4_TOKENS', 'fig4_spectra',
-           'fig_s1_spectra', 'sparse_bernoulli', 'sparse_masked_gaussian']
+           'fig_s1_spectra', 'sparse_bernoulli', 'sparse_masked_gaussian', 'MAX_TRIALS']
+
+# Random draws per point: 20x the paper's most (50, Fig. S.1; C.2 uses 10). One Fig. 4 trial over C.2's 13 points
+# took about 33 s on a shared 2-core machine (331 s for 10), so 1000 trials would run for about 9 hours.
+MAX_TRIALS = 1000
 
 # C.2: Ω = 2^19, γ = 2, C and the S that keeps Ω fixed
 FIG4_DIMS = (4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 64)
@@ -50,8 +54,28 @@ def sparse_edge(gamma: float, density: float, width: int) -> float:
     return math.sqrt(c * c + 3. * c * c * math.sqrt(gamma) * (1. - p) / q2)
 
 
+def _std(value: float) -> float:
+    return real('std', value, low=0.)
+
+
+def _trials(value: int) -> int:
+    value = positive_int('trials', value)
+    if value > MAX_TRIALS:
+        raise InvalidArgumentError(f'trials must be at most {MAX_TRIALS} (the paper uses 10 and 50), got {value}')
+    return value
+
+
+def _omega_at_least_one(value: float) -> float:
+    value = real('omega', value)
+    if value < 1:
+        raise InvalidArgumentError(f'omega must be at least 1 (Ω counts connections per layer; below 1 the '
+                                   f'density p = Ω/(γm²) or Ω^-a exceeds 1), got {value:g}')
+    return value
+
+
 def mp_edge(rows: int, cols: int, std: float) -> float:
     """σ(√rows + √cols): the Marchenko–Pastur edge of a rows × cols matrix of i.i.d. entries of deviation σ."""
+    rows, cols, std = positive_int('rows', rows), positive_int('cols', cols), _std(std)
     return std * (math.sqrt(rows) + math.sqrt(cols))
 
 
@@ -96,6 +120,7 @@ def effective_singular_values(model: nn.Module, repeat: bool = True) -> Dict[str
     Names are module names, e.g. 'blocks.0.mlp_tokens.fc1' (PK Mixers) or 'blocks.0.fc1' (SW-MLP). For a PK
     layer the values are W's, each repeated n1 times (``repeat=False``: W's alone, once each).
     """
+    repeat = boolean('repeat', repeat)
     out = {}
     for name, weight, n1 in mixing_fc_layers(model):
         values = torch.linalg.svdvals(weight.cpu().double()).numpy()
@@ -136,6 +161,8 @@ def _stats(values: Sequence[float]) -> Tuple[float, float]:
 def sparse_masked_gaussian(rows: int, cols: int, density: float, std: float, rng: np.random.Generator):
     """M ⊙ A as a scipy CSR matrix (rows × cols): each entry kept with probability `density`, kept entries
     N(0, std²); drawn on the kept set only (O(p·rows·cols) work), never as a dense matrix."""
+    rows, cols = positive_int('rows', rows), positive_int('cols', cols)
+    density, std = probability('density', density), _std(std)
     sp = _scipy_sparse()
     if density > 0.5:  # dense enough: a Bernoulli mask drawn entry by entry is cheaper than redrawing repeats
         kept = rng.random((rows, cols)) < density
@@ -163,6 +190,7 @@ def fig4_spectra(
         tokens: Optional[Sequence[int]] = None,
         trials: int = 10,
         source: str = 'sampled',
+        progress: Optional[Callable[[str], None]] = None,
 ) -> List[Dict[str, float]]:
     """Fig. 4 (right): for each (C, S) at fixed Ω, the largest singular value of the SW-MLP's γm × m weight
     M ⊙ A (m = S·C, p = Ω/(γm²)) over `trials` draws, the edges c_γ and √L+, and the largest singular value of
@@ -175,12 +203,13 @@ def fig4_spectra(
     distribution, but building an 8192 × 4096 layer (its hashed mask) takes about 7 s against 0.1 s. The Mixer's
     values come from a two-block MLP-Mixer of S tokens and C channels (`pk_mixer_ss8_32` reshaped, paper init
     N(0, 1/fan_in), torch seed t) through `effective_singular_values`. Tokens default to S(C) at this Ω (eq. 14).
+    `progress` (optional) receives one line per trial (at most MAX_TRIALS trials).
     """
     import timm
 
     from ..width import tokens_for_omega
-    omega, gamma = positive_real('omega', omega), positive_real('gamma', gamma)
-    trials = positive_int('trials', trials)
+    omega, gamma = _omega_at_least_one(omega), positive_real('gamma', gamma)
+    trials = _trials(trials)
     if source not in ('sampled', 'layer'):
         raise InvalidArgumentError(f"source must be 'sampled' or 'layer', got {source!r}")
     dims = [positive_int('dims', c) for c in dims]
@@ -213,6 +242,9 @@ def fig4_spectra(
             values = effective_singular_values(mixer, repeat=False)  # block 1: S → S (block 0 maps S0 → S)
             tok.append(float(values['blocks.1.mlp_tokens.fc1'][0]))
             chan.append(float(values['blocks.1.mlp_channels.fc1'][0]))
+            if progress is not None:
+                progress(f'C={c} S={s} (point {len(rows) + 1}/{len(dims)}): trial {t + 1}/{trials}, SW-MLP '
+                         f'σ_max {sw[-1]:.4f}')
         sw_mean, sw_sd = _stats(sw)
         rows.append(dict(
             C=c, S=s, m=m, p=p, sv_max_mean=sw_mean, sv_max_sd=sw_sd, c_gamma=c_gamma(gamma),
@@ -247,19 +279,21 @@ def fig_s1_spectra(
         trials: int = 50,
         seed: int = 0,
         keep_values_at: Optional[float] = 1.5,
+        progress: Optional[Callable[[str], None]] = None,
 ) -> Tuple[List[Dict[str, float]], np.ndarray]:
     """Fig. S.1 (D.1): Z = M ⊙ W, m = round(Ω^((1+a)/2)), p = Ω^(−a), W ~ N(0, 1), M Bernoulli(p); the singular
     values λ of Z with Q = ZZᵀ normalised by its mean diagonal, over `trials` draws per a.
 
     Returns one row per a (m, p, mean and sd of the largest λ, of λ_max² — the largest eigenvalue of Q/c — and
     the mean count of non-zero λ), and every λ of every trial at a = `keep_values_at` (Fig. S.1 center; empty if
-    that a is not in `a_values`).
+    that a is not in `a_values`). `progress` (optional) receives one line per trial (at most MAX_TRIALS).
     """
-    omega, trials = positive_real('omega', omega), positive_int('trials', trials)
-    rng = np.random.default_rng(seed)
+    omega, trials = _omega_at_least_one(omega), _trials(trials)
+    keep_values_at = optional(real, 'keep_values_at', keep_values_at)
+    rng = np.random.default_rng(integer('seed', seed))
     rows, kept = [], []
     for a in a_values:
-        a = float(a)
+        a = real('a', a)
         if a < 0:
             raise InvalidArgumentError(f'a must be >= 0 (p = Ω^-a <= 1), got {a:g}')
         m, p = max(1, round(omega ** ((1 + a) / 2))), omega ** -a
@@ -270,6 +304,9 @@ def fig_s1_spectra(
             nonzero.append(int((values > 1e-12).sum()))
             if keep_values_at is not None and math.isclose(a, keep_values_at):
                 kept.append(values)
+            if progress is not None:
+                progress(f'a={a:g} m={m} (point {len(rows) + 1}/{len(a_values)}): trial {len(tops)}/{trials}, '
+                         f'largest λ {values[0]:.4f}')
         top_mean, top_sd = _stats(tops)
         sq_mean, sq_sd = _stats(np.square(tops))
         rows.append(dict(a=a, m=m, p=p, sv_max_mean=top_mean, sv_max_sd=top_sd, eig_max_mean=sq_mean,
@@ -281,6 +318,8 @@ def init_edge(rows: int, cols: int, std: float, density: float = 1.) -> float:
     """Predicted largest singular value of a rows × cols weight of i.i.d. entries of deviation `std` (zeros
     included), kept with probability `density`: the Marchenko–Pastur edge σ(√rows + √cols), times the sparse
     factor √(L+/c_γ²) = √(1 + 3√γ(1 − p)/(p·n)) of eq. 17 with n = min(rows, cols), γ = max/min."""
+    rows, cols, std = positive_int('rows', rows), positive_int('cols', cols), _std(std)
+    density = probability('density', density)
     small, big = min(rows, cols), max(rows, cols)
     factor = 1. + 3. * math.sqrt(big / small) * (1. - density) / (density * small)
     return mp_edge(rows, cols, std) * math.sqrt(factor)

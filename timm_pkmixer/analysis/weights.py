@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from ..errors import InvalidArgumentError
 from ..layers import PKMlp
+from ..validation import boolean
 
 __all__ = ['paper_vec_order', 'pk_effective_weight', 'fig_s9_weights']
 
@@ -41,6 +42,7 @@ def pk_effective_weight(
         paper_order: Index rows and columns by the paper's column-major vec (so a normal token-mixing layer
             is I_C ⊗ W); False keeps this package's row-major layout.
     """
+    paper_order = boolean('paper_order', paper_order)
     if layer.fc2 is not None:
         raise InvalidArgumentError('pk_effective_weight needs a one-FC PK layer (S-Mixer, block_type="fc"); this '
                                    'layer is a two-layer MLP, whose effective map is not one matrix')

@@ -5,6 +5,7 @@ from typing import List, Optional
 
 from ..catalog import summarize
 from ..errors import InvalidArgumentError
+from ..validation import boolean
 from ..width import WidthPoint, gamma_for_omega, mixer_omega, optimal_width, patch_sweep, width_curve
 
 __all__ = ['width_report']
@@ -35,6 +36,7 @@ def width_report(
     `omega` with `patches` (C = in_chans·P², S from eq. S.44), with `dims` (S from eq. S.42/14 per C), or
     alone (the curve around the optimum); `mirror` adds (S, C) for each (C, S) of `dims`.
     """
+    mirror = boolean('mirror', mirror)
     if models:
         if any(v is not None for v in (omega, gamma, dims, patches, num_tokens)):
             raise InvalidArgumentError('models cannot be combined with omega, gamma, dims, patches or num_tokens')

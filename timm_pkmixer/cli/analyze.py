@@ -1,7 +1,10 @@
-"""`pkmixer analyze cka A B…` (Fig. 2) and `pkmixer analyze spectra` (Fig. 4 right, Fig. S.1, trained models)."""
+"""`pkmixer analyze cka A B…` (Fig. 2), `pkmixer analyze spectra` (Fig. 4 right, Fig. S.1, trained models) and
+`pkmixer analyze cost` (Table S.3)."""
 import argparse
 import csv
+import functools
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
@@ -27,11 +30,25 @@ def _checkpoint_file(path: Path) -> Path:
     raise FileNotFoundError(2, f'a train.py run folder holds {" or ".join(_CHECKPOINTS)}; none in', str(path))
 
 
+def _read_checkpoint(path: Path):
+    """read_checkpoint, with an OSError of a damaged file (a truncated zip: ``[Errno 22] Invalid argument``) said
+    as a CheckpointError naming the file; missing files and permissions keep their own errors."""
+    from ..errors import CheckpointError
+    from ..publish.hub import read_checkpoint
+    try:
+        return read_checkpoint(str(path))
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
+        raise
+    except OSError as e:
+        raise CheckpointError(f'{path}: cannot be read as a checkpoint, it is truncated or corrupt (OSError: '
+                              f'{e.strerror or e})') from e
+
+
 def _load(spec: str, args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], str, str, Dict[str, Any]]:
     """(model in eval mode, the run's train.py arguments, a label, the model name, the arguments it was built
     with) of a run folder or checkpoint."""
-    from ..publish.hub import build_validated_model, read_checkpoint
-    ckpt = read_checkpoint(str(_checkpoint_file(Path(spec))))
+    from ..publish.hub import build_validated_model
+    ckpt = _read_checkpoint(_checkpoint_file(Path(spec)))
     name = args.model or ckpt.train_args.get('model')
     if not name:
         raise InvalidArgumentError(f'{spec}: the checkpoint does not record its model; give --model')
@@ -72,8 +89,9 @@ def _loader(args: argparse.Namespace, train_args: Dict[str, Any], config: Dict[s
     if not Path(data_dir).exists():
         raise FileNotFoundError(2, 'no data folder', str(data_dir))
     split = args.split or train_args.get('val_split') or 'validation'
-    dataset = create_dataset(args.dataset if args.dataset is not None else train_args.get('dataset') or '',
-                             root=data_dir, split=split, is_training=False)
+    name = args.dataset if args.dataset is not None else train_args.get('dataset') or ''
+    _check_split(Path(data_dir), name, split)
+    dataset = create_dataset(name, root=data_dir, split=split, is_training=False)
     dataset.transform = create_transform(**config, is_training=False)
     count = len(dataset) if args.num_samples is None else min(args.num_samples, len(dataset))
     if count < 4:
@@ -83,6 +101,54 @@ def _loader(args: argparse.Namespace, train_args: Dict[str, Any], config: Dict[s
     rest = count % args.batch_size
     return torch.utils.data.DataLoader(subset, batch_size=args.batch_size, shuffle=False, num_workers=0,
                                        drop_last=0 < rest < 4)  # the unbiased HSIC needs 4 examples a batch
+
+
+_FOLDER_DATASETS = ('', 'folder', 'image_folder', 'torch/folder', 'torch/image_folder')
+
+
+def _check_split(data_dir: Path, dataset: str, split: str) -> None:
+    """An image folder must hold the split's sub-folder (or one of timm's synonyms for it): timm falls back to the
+    whole folder, i.e. to other images, when it finds none."""
+    from timm.data.dataset_factory import _EVAL_SYNONYM, _TRAIN_SYNONYM
+    if dataset not in _FOLDER_DATASETS or not data_dir.is_dir():
+        return  # named datasets (torch/…, hfds/…) know their splits; a tar file is read as it is
+    base = split.split('[')[0]
+    names = [base] + [s for s in (_EVAL_SYNONYM if base in _EVAL_SYNONYM else _TRAIN_SYNONYM if base in _TRAIN_SYNONYM
+                                  else ()) if s != base]
+    if not any((data_dir / n).is_dir() for n in names):
+        present = sorted(p.name for p in data_dir.iterdir() if p.is_dir())[:8]
+        raise InvalidArgumentError(
+            f'--split {split!r}: {data_dir} has no sub-folder {" or ".join(names)} (it has: '
+            f'{", ".join(present) or "no sub-folders"}); timm would read the whole folder, other images, instead')
+
+
+def _output_labels(specs: List[str], what: str) -> List[str]:
+    """File-name labels of run folders / checkpoints, distinct: the folder (or file) name, with as many parent
+    folders as it takes to tell apart two runs of the same name; the same path given twice is refused."""
+    paths = [Path(s) for s in specs]
+    resolved = [p.resolve() for p in paths]
+    for i, r in enumerate(resolved):
+        if r in resolved[:i]:
+            raise InvalidArgumentError(f'{what}: {specs[i]} is given twice')
+
+    def label(path: Path, depth: int) -> str:
+        parts = list(path.resolve().parts[-depth:])
+        parts[-1] = parts[-1] if path.is_dir() else parts[-1].replace('.pth.tar', '').replace('.pth', '')
+        return _safe('_'.join(parts))
+    labels = [label(p, 1) for p in paths]
+    depth = 1
+    while len(set(labels)) < len(labels) and depth < 64:
+        depth += 1
+        labels = [label(p, depth) if labels.count(labels[i]) > 1 else labels[i] for i, p in enumerate(paths)]
+    return labels
+
+
+def _batches_with_progress(batches, label: str):
+    """Yield `batches`, saying on stderr which batch of how many is being computed."""
+    total = len(batches) if hasattr(batches, '__len__') else None
+    for i, batch in enumerate(batches):
+        _progress(f'{label}: batch {i + 1}/{total if total is not None else "?"}')
+        yield batch
 
 
 def run_cka(args: argparse.Namespace) -> int:
@@ -97,11 +163,13 @@ def run_cka(args: argparse.Namespace) -> int:
     batches_a = _loader(args, train_a, config_a)
     desc_a = model_a.describe()
     summary = []
-    for spec in args.models_b:
-        model_b, train_b, label_b, _, _ = _load(spec, args)
+    labels_b = _output_labels(args.models_b, 'B')
+    for spec, label_b in zip(args.models_b, labels_b):
+        model_b, train_b, _, _, _ = _load(spec, args)
         config_b = _data_config(train_b, model_b)
         batches_b = None if config_b == config_a else _loader(args, train_a, config_b)
-        result = cka_matrix(model_a, model_b, batches_a, batches_b)
+        result = cka_matrix(model_a, model_b, _batches_with_progress(batches_a, f'{label_a} vs {label_b}'),
+                            batches_b)
         rows = [dict(feature_a=name, **{n: float(v) for n, v in zip(result.names_b, line)})
                 for name, line in zip(result.names_a, result.matrix)]
         _write_csv(out / f'cka_{_safe(label_b)}.csv', rows)
@@ -120,7 +188,7 @@ def run_cka(args: argparse.Namespace) -> int:
         from ..analysis.figures import plot_cka_vs_density
         plot_cka_vs_density([r['density_b'] for r in summary], [r['mean_diagonal'] for r in summary],
                             str(out / 'cka_vs_density.png'), label_a, float(desc_a.density))
-    print(f'wrote {out} ({time.perf_counter() - start:.1f} s)')
+    print(f'wrote {out} ({time.perf_counter() - start:.1f} s, {args.threads_used})')
     return 0
 
 
@@ -130,8 +198,8 @@ def _run_trained(args: argparse.Namespace, out: Path) -> None:
 
     from ..analysis import spectra_table
     everything = []
-    for spec in args.runs:
-        model, train_args, label, name, kwargs = _load(spec, args)
+    for spec, label in zip(args.runs, _output_labels(args.runs, 'RUN')):
+        model, train_args, _, name, kwargs = _load(spec, args)
         torch.manual_seed(int(train_args.get('seed') or 0))
         init = timm.create_model(name, **kwargs)  # the same architecture, freshly initialised
         table = spectra_table(model, init)
@@ -156,7 +224,7 @@ def _run_fig4(args: argparse.Namespace, out: Path) -> None:
         tokens = list(FIG4_TOKENS)  # C.2's own S
     if tokens is not None and len(tokens) != len(dims):
         raise InvalidArgumentError(f'--S gives {len(tokens)} values for {len(dims)} values of --C')
-    rows = fig4_spectra(omega, gamma, dims, tokens, trials=args.trials or 10)
+    rows = fig4_spectra(omega, gamma, dims, tokens, trials=args.trials or 10, progress=_progress)
     _write_csv(out / 'spectra.csv', rows)
     for r in rows:
         print(f"C={r['C']:3d} S={r['S']:3d} m={r['m']:5d} p={r['p']:.4f}: SW-MLP σ_max {r['sv_max_mean']:.4f} "
@@ -175,7 +243,8 @@ def _run_fig_s1(args: argparse.Namespace, out: Path) -> None:
         raise InvalidArgumentError('--fig-s1 takes --omega, --a and --trials (not --gamma, --C, --S)')
     omega = 1e3 if args.omega is None else args.omega
     a_values = args.a if args.a is not None else [0, 0.25, 1 / 3, 0.5, 0.75, 1, 1.25, 1.5, 1.75, 2]
-    rows, values = fig_s1_spectra(a_values, omega, trials=args.trials or 50, keep_values_at=args.hist_a)
+    rows, values = fig_s1_spectra(a_values, omega, trials=args.trials or 50, keep_values_at=args.hist_a,
+                                  progress=_progress)
     _write_csv(out / 'fig_s1.csv', rows)
     if values.size:
         counts, edges = np.histogram(values, bins=100)
@@ -204,12 +273,74 @@ def run_spectra(args: argparse.Namespace) -> int:
         _run_fig_s1(args, out)
     else:
         _run_fig4(args, out)
-    print(f'wrote {out} ({time.perf_counter() - start:.1f} s)')
+    print(f'wrote {out} ({time.perf_counter() - start:.1f} s, {args.threads_used})')
+    return 0
+
+
+def _progress(message: str) -> None:
+    """A progress line on stderr (stdout keeps the results)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def _apply_threads(args: argparse.Namespace) -> str:
+    """The package's thread policy (`experiments.threads`): --threads, else $OMP_NUM_THREADS, else the idle
+    cores, set for this process; returns what to say about it ('1 thread (…)')."""
+    from ..experiments.threads import choose_threads, set_threads
+    threads, why = choose_threads(args.threads)
+    set_threads(threads)
+    return f'{threads} thread{"s" if threads > 1 else ""} ({why})'
+
+
+def _with_threads(run):
+    """A subcommand's handler that first applies the thread policy."""
+    @functools.wraps(run)
+    def wrapped(args: argparse.Namespace) -> int:
+        args.threads_used = _apply_threads(args)
+        return run(args)
+    return wrapped
+
+
+def _device(text: str):
+    """--device as a torch.device that exists here."""
+    import torch
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise InvalidArgumentError(f'--device {text!r} is not a torch device (cpu, cuda, cuda:1, …)') from None
+    if device.type == 'cuda' and not torch.cuda.is_available():
+        raise InvalidArgumentError(f'--device {text}: CUDA is not available on this machine (use --device cpu)')
+    if device.type not in ('cpu', 'cuda'):
+        raise InvalidArgumentError(f'--device {text}: only cpu and cuda are measured')
+    return device
+
+
+def run_cost(args: argparse.Namespace) -> int:
+    from ..analysis.cost import COST_SIZES, cost_markdown, table_s3
+    device = _device(args.device)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    rows = table_s3([COST_SIZES[s] for s in dict.fromkeys(args.size)], args.models, args.batch_size, args.steps,
+                    args.warmup, device, progress=_progress)
+    _write_csv(out / 'table_s3.csv', rows)
+    (out / 'table_s3.md').write_text(cost_markdown(rows), encoding='utf-8')
+    for r in rows:
+        ratio = r['time_ratio_vs_mlp_mixer']
+        timing = f'time/step {ratio:.3f}× the MLP-Mixer\'s' if ratio != '' else (r['note'] or 'not timed')
+        print(f"{r['size']} {r['model']}: {r['params']:,} parameters, {r['param_bytes'] + r['buffer_bytes']:,} bytes "
+              f"of parameters and buffers, {r['forward_flops_per_image']:,} forward FLOPs per image; {timing}",
+              flush=True)
+    print(f'wrote {out / "table_s3.csv"} and {out / "table_s3.md"} ({time.perf_counter() - start:.1f} s, '
+          f'{args.threads_used})')
     return 0
 
 
 def _needs_subcommand(args: argparse.Namespace) -> int:
-    raise InvalidArgumentError('give a subcommand: cka or spectra (pkmixer analyze --help)')
+    raise InvalidArgumentError('give a subcommand: cka, spectra or cost (pkmixer analyze --help)')
+
+
+def _at_least_one(name: str, value: Any) -> float:
+    return real(name, value, low=1.)
 
 
 def _a_value(name: str, value: Any) -> float:
@@ -220,12 +351,15 @@ def _a_value(name: str, value: Any) -> float:
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    from ..analysis.spectra import MAX_TRIALS
     top = add_command(subparsers, 'analyze', _needs_subcommand,
-                      help="the paper's analyses: CKA of hidden features (Fig. 2), spectra (Fig. 4 right, S.1)",
+                      help="the paper's analyses: CKA of hidden features (Fig. 2), spectra (Fig. 4 right, S.1), "
+                           "costs (Table S.3)",
                       description="The paper's analyses, computed from the package's real layers.")
     sub = top.add_subparsers(dest='analysis', metavar='ANALYSIS')
 
-    p = add_command(sub, 'cka', run_cka, help='mini-batch CKA between the mixing branches of two models (Fig. 2)',
+    p = add_command(sub, 'cka', _with_threads(run_cka),
+                    help='mini-batch CKA between the mixing branches of two models (Fig. 2)',
                     description='Mini-batch linear CKA (Nguyen et al. 2021) between the features of model A and '
                                 'of each model B, taken just before every skip connection (C.1): the matrix (CSV '
                                 'and heatmap, Fig. 2(b)/(c)) and its mean diagonal; with several B (SW-MLPs of '
@@ -240,8 +374,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument('--num-samples', type=POSITIVE_INT, default=None, help='use a fixed random subset of N examples')
     p.add_argument('--out-dir', required=True, help='where the CSV files and figures go')
     p.add_argument('--no-figures', action='store_true', help='write the CSV files only')
+    _threads_option(p)
 
-    p = add_command(sub, 'spectra', run_spectra,
+    p = add_command(sub, 'spectra', _with_threads(run_spectra),
                     help='largest singular values: Fig. 4 (right), Fig. S.1, or every mixing layer of trained runs',
                     description='Without RUN: Fig. 4 (right) — the largest singular value of the SW-MLP weight '
                                 'M ⊙ A (γm × m) at fixed Ω against c_γ = 1 + √γ and √L+ (eq. 17), with the Mixers\' '
@@ -250,15 +385,62 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                                 'initialisation.')
     p.add_argument('runs', metavar='RUN', nargs='*', help='train.py run folders or checkpoints (trained spectra)')
     add_model_options(p, required=False, help='model name for checkpoints that do not record it')
-    p.add_argument('--omega', type=cli_type(positive_real, float, 'omega'), help='Ω (default 2^19; 10^3 with --fig-s1)')
+    p.add_argument('--omega', type=cli_type(_at_least_one, float, '--omega'),
+                   help='Ω, at least 1 (default 2^19; 10^3 with --fig-s1)')
     p.add_argument('--gamma', type=cli_type(positive_real, float, 'gamma'), help='γ (default 2)')
     p.add_argument('--C', type=POSITIVE_INT, nargs='+', help='channels C (default C.2: 4 8 … 48 64)')
     p.add_argument('--S', type=POSITIVE_INT, nargs='+', help='tokens S, one per --C (default: S(C) at Ω, eq. 14)')
-    p.add_argument('--trials', type=POSITIVE_INT, help='random draws per point (default 10; 50 with --fig-s1)')
+    p.add_argument('--trials', type=cli_type(_bounded(MAX_TRIALS, 1), int, '--trials'),
+                   help=f'random draws per point (default 10; 50 with --fig-s1; at most {MAX_TRIALS}, 20x the paper\'s '
+                        f'most)')
     p.add_argument('--fig-s1', action='store_true', help='Fig. S.1: Z = M ⊙ W, m = Ω^((1+a)/2), p = Ω^(−a)')
     p.add_argument('--a', type=cli_type(_a_value, float, 'a'), nargs='+',
                    help='--fig-s1: the exponents a (default 0 0.25 1/3 0.5 … 2)')
     p.add_argument('--hist-a', type=float, default=1.5, help='--fig-s1: a whose λ are histogrammed (default 1.5)')
     p.add_argument('--out-dir', required=True, help='where the CSV files and figures go')
     p.add_argument('--no-figures', action='store_true', help='write the CSV files only')
+    _threads_option(p)
+    _add_cost_command(sub)
+
+
+def _threads_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument('--threads', type=POSITIVE_INT, default=None,
+                   help='torch threads (default: $OMP_NUM_THREADS, else the idle cores: on a busy machine fewer '
+                        'threads run much faster)')
+
+
+def _add_cost_command(sub: argparse._SubParsersAction) -> None:
+    from ..analysis.cost import COST_MODELS, COST_SIZES, MAX_BATCH_SIZE, MAX_STEPS
+    p = add_command(sub, 'cost', _with_threads(run_cost),
+                    help='Table S.3: memory, FLOPs and time per training step of the RP Mixer, MLP-Mixer, SW-MLP',
+                    description='Table S.3 (D.9) from the package\'s models: parameters, parameter and buffer '
+                                'memory, tensors saved for the backward, FLOPs (counted on the meta device), and '
+                                'the time per training step (AdamW) measured in alternation, as a ratio to the '
+                                'MLP-Mixer\'s. Writes OUT/table_s3.csv and OUT/table_s3.md.')
+    p.add_argument('--size', nargs='+', choices=list(COST_SIZES), default=['table-s3-small'],
+                   help='table-s3-small: S=64, C=48, L=3, γ=2 (CIFAR, P=4); table-s3-large: S=256, C=588, L=8, '
+                        'γ=4 (ImageNet, P=14). Default: table-s3-small')
+    p.add_argument('--models', nargs='+', choices=list(COST_MODELS), default=list(COST_MODELS),
+                   help='models to count and time (default: all three; the MLP-Mixer is always timed)')
+    p.add_argument('--batch-size', type=cli_type(_bounded(MAX_BATCH_SIZE, 1), int, '--batch-size'), default=32,
+                   help='images per training step (default 32)')
+    p.add_argument('--steps', type=cli_type(_bounded(MAX_STEPS, 0), int, '--steps'), default=10,
+                   help=f'timed steps per model after the warm-up (default 10, at most {MAX_STEPS}; 0: count only)')
+    p.add_argument('--warmup', type=cli_type(_bounded(100, 0), int, '--warmup'), default=2,
+                   help='untimed steps per model first (default 2)')
+    p.add_argument('--device', default='cpu', help='cpu (default) or cuda[:N]')
+    _threads_option(p)
+    p.add_argument('--out-dir', required=True, help='where table_s3.csv and table_s3.md go')
+
+
+def _bounded(maximum: int, minimum: int):
+    """A check of an integer in [minimum, maximum] (the message says both bounds)."""
+    def check(name: str, value: Any) -> int:
+        from ..validation import integer
+        value = integer(name, value, minimum=minimum)
+        if value > maximum:
+            raise InvalidArgumentError(f'{name} must be at most {maximum}, got {value}')
+        return value
+    check.__name__ = 'int'
+    return check
 
