@@ -358,6 +358,35 @@ def test_help_and_the_cli_import_neither_torch_nor_timm():
     assert out.strip() == '[]'
 
 
+WIDTH_ARITHMETIC = [  # every mode of `pkmixer width` but --model: what it prints, and that torch stayed out
+    (['width', '--omega', '262144'], 'optimum (eq. 15): C* = S* = (Ω/γ)^(1/3) = 64.00, max m = (Ω/γ)^(2/3) = 4096'),
+    (['width', '--omega', '262144', '--gamma', '4', '--C', '64', '--mirror'], 'Ω = 262144, γ = 4'),
+    (['width', '--omega', '1e6', '--patch', '4', '8'], 'Ω = 1000000, γ = 1'),
+    (['width', '--S', '64', '--C', '64', '--omega', '262144'], 'γ = 1 (solved from Ω, S, C by eq. 14)'),
+    (['width', '--omega', '262144', '--json'], '"mode": "curve"'),
+    (['width', '--omega', 'inf'], ''),  # a refusal (exit 2) does not import torch either
+]
+
+
+def test_width_arithmetic_imports_neither_torch_nor_timm():
+    code = textwrap.dedent(f'''
+        import contextlib, io, json, sys
+        from timm_pkmixer.cli import main
+        results = []
+        for argv, _ in {WIDTH_ARITHMETIC!r}:
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                results.append((main(argv), out.getvalue()))
+        print(json.dumps([results, sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'timm'))]))
+    ''')
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TIMM_PKMIXER_AUTOLOAD='1')
+    results, modules = json.loads(subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                                                 env=env, check=True).stdout)
+    assert modules == []
+    for (argv, expected), (code, out) in zip(WIDTH_ARITHMETIC, results):
+        assert code == (0 if expected else 2) and expected in out, (argv, out)
+
+
 @pytest.mark.parametrize('first', ['from timm_pkmixer.layers import gather', 'import timm_pkmixer.catalog',
                                    'import timm_pkmixer', 'import timm_pkmixer.cli'])
 def test_the_models_register_once_timm_is_imported(first):
@@ -384,3 +413,20 @@ def test_demo_concludes_only_from_models_that_learned(rp_acc, normal_acc, expect
     assert expected in text
     assert 'as the paper finds' not in text
     assert ('inconclusive' in text) == (min(rp_acc, normal_acc) < 62.5)
+
+
+# ------------------------------------------------------------------------- 6. pkmixer models --update on a bad file
+
+@pytest.mark.parametrize('content,message', [
+    ('Tabelle für Modelle\n'.encode('latin-1'),
+     '--update README.md: not UTF-8 text (byte 0xfc at offset 9); convert it to UTF-8 first'),
+    (b'\xff\xfe# R\x00E\x00', '--update README.md: not UTF-8 text (byte 0xff at offset 0)'),
+    (b'# README without the markers\n', 'README.md has no generated models table: put the lines'),
+    (None, 'No such file or directory: README.md'),
+])
+def test_models_update_refuses_a_document_it_cannot_rewrite(files, cli, content, message):
+    if content is not None:
+        (files / 'README.md').write_bytes(content)
+    code, out, err = cli('models', '--markdown', '--update', 'README.md')
+    assert code == 2 and err.startswith(f'pkmixer models: error: {message}'), err
+    assert out == '' and (content is None or (files / 'README.md').read_bytes() == content)
