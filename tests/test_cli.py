@@ -70,9 +70,10 @@ def test_demo_uses_the_idle_cores(monkeypatch):
     """Under load, one thread (two threads convoyed 9x slower on a busy 2-core machine); idle, all of them."""
     import os
 
+    from timm_pkmixer.experiments import threads
     from timm_pkmixer.experiments.demo import choose_threads
     monkeypatch.delenv('OMP_NUM_THREADS', raising=False)
-    monkeypatch.setattr(os, 'cpu_count', lambda: 2)
+    monkeypatch.setattr(threads, 'available_cores', lambda: 2)
     monkeypatch.setattr(os, 'getloadavg', lambda: (3.1, 3.0, 2.5))
     assert choose_threads() == (1, '2 cores, load average 3.1')
     monkeypatch.setattr(os, 'getloadavg', lambda: (0.2, 0.3, 0.1))
