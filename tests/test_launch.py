@@ -101,15 +101,15 @@ def pkmixer(*args, env_extra=None, module=('-m', 'timm_pkmixer')) -> subprocess.
                           timeout=600)
 
 
-def test_missing_train_py_says_how_to_get_it(stub):
+def test_missing_train_py_says_how_to_get_it(stub, cli, launch_env):
     _, recipe, _ = stub
-    proc = pkmixer('train', recipe)
-    assert proc.returncode == 2
-    assert "timm's train.py is not part of the timm wheel" in proc.stderr
-    assert f'pytorch-image-models/v{timm.__version__}/train.py' in proc.stderr
-    assert 'TIMM_TRAIN_PY' in proc.stderr
-    proc = pkmixer('train', '--train-py', '/nonexistent/train.py', recipe)
-    assert proc.returncode == 2 and 'no train.py at /nonexistent/train.py' in proc.stderr
+    code, _, err = cli('train', recipe)
+    assert code == 2
+    assert "timm's train.py is not part of the timm wheel" in err
+    assert f'pytorch-image-models/v{timm.__version__}/train.py' in err
+    assert 'TIMM_TRAIN_PY' in err
+    code, _, err = cli('train', '--train-py', '/nonexistent/train.py', recipe)
+    assert code == 2 and 'no train.py at /nonexistent/train.py' in err
 
 
 def test_train_runs_train_py_with_the_recipe_and_the_plugin(stub):
@@ -126,34 +126,37 @@ def test_train_runs_train_py_with_the_recipe_and_the_plugin(stub):
             '(lr_base 0.001 × (32/4096)^½); adamw, cosine schedule, 300 epochs') in proc.stdout
 
 
-def test_global_batch_sets_the_accumulation_steps(stub):
+def test_global_batch_sets_the_accumulation_steps(stub, cli, launch_env):
     train_py, recipe, out = stub
-    env = {'WORLD_SIZE': '2', 'RANK': '0'}
-    proc = pkmixer('train', '--train-py', train_py, '--global-batch', 128, recipe, '-b', 16, '--out', out,
-                   env_extra=env)
-    assert proc.returncode == 0, proc.stderr
+    launch_env.setenv('WORLD_SIZE', '2')
+    launch_env.setenv('RANK', '0')
+    launch_env.setenv('OMP_NUM_THREADS', '1')
+    code, stdout, err = cli('train', '--train-py', train_py, '--global-batch', 128, recipe, '-b', 16, '--out', out)
+    assert code == 0, err
     record = json.loads((out / 'rank0.json').read_text())
     assert record['argv'][-2:] == ['--grad-accum-steps', '4'] and record['grad_accum_steps'] == 4
-    assert 'global batch 128 = 16 per process × 2 processes × 4 accumulation steps; lr 0.000176777' in proc.stdout
-    proc = pkmixer('train', '--train-py', train_py, '--global-batch', 100, recipe, '-b', 16, env_extra=env)
-    assert proc.returncode == 2
-    assert '--global-batch 100 is not a multiple of batch_size 16 × 2 processes = 32' in proc.stderr
+    assert 'global batch 128 = 16 per process × 2 processes × 4 accumulation steps; lr 0.000176777' in stdout
+    code, _, err = cli('train', '--train-py', train_py, '--global-batch', 100, recipe, '-b', 16)
+    assert code == 2
+    assert '--global-batch 100 is not a multiple of batch_size 16 × 2 processes = 32' in err
 
 
-def test_errors_of_train_py_itself_propagate_with_their_traceback(stub):
+def test_errors_of_train_py_itself_propagate_with_their_traceback(stub, capsys, launch_env):
     train_py, recipe, out = stub
-    proc = pkmixer('train', '--train-py', train_py, recipe, '--out', out, '--fail')
-    assert proc.returncode == 1
-    assert 'Traceback' in proc.stderr and 'ValueError: boom inside training' in proc.stderr
-    assert 'pkmixer train: boom' not in proc.stderr
+    launch_env.setenv('OMP_NUM_THREADS', '1')
+    code = cli_main(['train', '--train-py', str(train_py), str(recipe), '--out', str(out), '--fail'])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert 'Traceback' in err and 'ValueError: boom inside training' in err
+    assert 'pkmixer train: boom' not in err
 
 
-def test_unknown_recipe_key_stops_the_launch(stub):
+def test_unknown_recipe_key_stops_the_launch(stub, cli, launch_env):
     train_py, recipe, out = stub
     recipe.write_text(RECIPE + 'warmup_epoch: 5\n')  # a typo train.py would ignore silently
-    proc = pkmixer('train', '--train-py', train_py, recipe, '--out', out)
-    assert proc.returncode == 2
-    assert "['warmup_epoch'] are not arguments of train.py" in proc.stderr
+    code, _, err = cli('train', '--train-py', train_py, recipe, '--out', out)
+    assert code == 2
+    assert "['warmup_epoch'] are not arguments of train.py" in err
     assert not (out / 'rank0.json').exists()
 
 
@@ -168,11 +171,11 @@ def test_train_works_as_a_torchrun_entry(stub):
     assert 'global batch 128 = 32 per process × 2 processes × 2 accumulation steps' in proc.stdout
 
 
-def test_list_train_args_writes_the_data_file_format(stub):
+def test_list_train_args_writes_the_data_file_format(stub, cli):
     train_py, _, _ = stub
-    proc = pkmixer('train', '--list-train-args', '--train-py', train_py)
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+    code, stdout, err = cli('train', '--list-train-args', '--train-py', train_py)
+    assert code == 0, err
+    lines = stdout.splitlines()
     assert lines[0].startswith('# Arguments of timm train.py (train.py sha256 ')
     assert 'batch_size: -b --batch-size' in lines and 'config: -c --config' in lines
     assert 'model_kwargs: --model-kwargs' in lines
