@@ -24,21 +24,21 @@ def test_models_table_lists_every_model():
     assert row[1:4] == ['RP', 'MLP-Mixer', '31.06'] and row[6:9] == ['256', '588', '8'] and row[10] == '150528'
 
 
-def test_readme_models_table_is_what_pkmixer_models_prints(tmp_path):
+def test_readme_models_table_is_what_pkmixer_models_prints(tmp_path, cli):
     from timm_pkmixer.cli.models import TABLE_END, TABLE_START
-    out = subprocess.run([sys.executable, '-m', 'timm_pkmixer', 'models', '--markdown'], capture_output=True,
-                         text=True, check=True).stdout
+    code, out, err = cli('models', '--markdown')
+    assert code == 0, err
     assert out.startswith('| model | family | params (M) | GMACs |')
     assert sorted(line.split('`')[1] for line in out.splitlines()[2:]) == list_pkmixer_models()
-    readme = (Path(__file__).resolve().parent.parent / 'README.md').read_text()
+    readme = (Path(__file__).resolve().parent.parent / 'README.md').read_text(encoding='utf-8')
     table = readme.split(TABLE_START)[1].split(TABLE_END)[0].strip()
     assert table == out.strip(), 'README.md models table is stale: run `pkmixer models --markdown --update README.md`'
     # the command that mends it: rewrites the generated table and nothing else
     stale = tmp_path / 'README.md'
-    stale.write_text(readme.replace(table, '| old |'))
-    subprocess.run([sys.executable, '-m', 'timm_pkmixer', 'models', '--markdown', '--update', str(stale)],
-                   check=True, capture_output=True)
-    assert stale.read_text() == readme
+    stale.write_text(readme.replace(table, '| old |'), encoding='utf-8')
+    code, out, err = cli('models', '--markdown', '--update', stale)
+    assert code == 0 and out == f'{stale}: models table updated ({len(list_pkmixer_models())} models)\n', err
+    assert stale.read_text(encoding='utf-8') == readme
 
 
 def test_summary_numbers():
