@@ -471,3 +471,16 @@ def test_models_update_refuses_a_document_it_cannot_rewrite(files, cli, content,
     code, out, err = cli('models', '--markdown', '--update', 'README.md')
     assert code == 2 and err.startswith(f'pkmixer models: error: {message}'), err
     assert out == '' and (content is None or (files / 'README.md').read_bytes() == content)
+
+
+def test_readme_lists_every_command():
+    import argparse
+    import re
+
+    from timm_pkmixer.cli import build_parser
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    readme = (ROOT / 'README.md').read_text(encoding='utf-8')
+    paragraph = readme.split('`pkmixer --help` lists the commands:')[1].split('\n\n')[0]
+    listed = set(re.findall(r'`([a-z0-9-]+)`', paragraph))
+    assert {'analyze', 'train', 'models'} <= set(sub.choices) and set(sub.choices) <= listed, \
+        sorted(set(sub.choices) - listed)
