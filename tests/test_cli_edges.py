@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from timm_pkmixer.cli import main as cli_main
 from timm_pkmixer.errors import ArgumentValueError, InvalidArgumentError
 from timm_pkmixer.experiments.recipes import resolve_batch_and_lr
 
@@ -85,10 +84,8 @@ FINETUNE_RECIPE = ('model: local-dir:pk_mixer_b16_448\npretrained: true\nnum_cla
 
 
 @pytest.fixture
-def files(tmp_path, monkeypatch):
-    for var in ('TIMM_TRAIN_PY', 'WORLD_SIZE', 'RANK', 'LOCAL_WORLD_SIZE'):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv('OMP_NUM_THREADS', str(torch.get_num_threads()))
+def files(tmp_path, launch_env):
+    launch_env.setenv('OMP_NUM_THREADS', str(torch.get_num_threads()))
     (tmp_path / 'train.py').write_text(STUB_TRAIN_PY)
     (tmp_path / 'recipe.yaml').write_text(RECIPE)
     (tmp_path / 'finetune.yaml').write_text(FINETUNE_RECIPE)
@@ -97,22 +94,13 @@ def files(tmp_path, monkeypatch):
     (tmp_path / 'out').mkdir()
     (tmp_path / 'binary.py').write_bytes(bytes(range(256)))
     (tmp_path / 'broken.py').write_text('config_parser = parser = None\ndef _parse_args(:\ndef main(): pass\n')
-    monkeypatch.chdir(tmp_path)
-    threads = torch.get_num_threads()
-    yield tmp_path
-    torch.set_num_threads(threads)
+    launch_env.chdir(tmp_path)
+    return tmp_path
 
 
-def run(capsys, *argv):
-    """`pkmixer ARGV` in this process: (exit status, stdout, stderr); a traceback would fail the test itself."""
-    code = cli_main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert 'Traceback' not in err
-    return code, out, err
-
-
-def train(capsys, *argv):
-    return run(capsys, 'train', '--train-py', 'train.py', *argv)
+def train(cli, *argv):
+    """`pkmixer train --train-py train.py ARGV` in this process (the stand-in written by `files`)."""
+    return cli('train', '--train-py', 'train.py', *argv)
 
 
 # ------------------------------------------------------------------------------ 1. pkmixer train refuses, naming it
@@ -133,8 +121,8 @@ def train(capsys, *argv):
     (['cifar10/nope', '--dry-run'],
      "no recipe file and no packaged recipe named 'cifar10/nope' (`pkmixer recipes` lists them)\n"),
 ])
-def test_train_refuses_naming_the_argument(files, capsys, argv, message):
-    code, out, err = train(capsys, *argv)
+def test_train_refuses_naming_the_argument(files, cli, argv, message):
+    code, out, err = train(cli, *argv)
     assert code == 2 and message in err, err
     assert err.startswith('pkmixer train: error: ') or err.startswith('usage:')
     assert not (files / 'out' / 'record.json').exists()
@@ -147,8 +135,8 @@ def test_train_refuses_naming_the_argument(files, capsys, argv, message):
     ('{root}/timm_pkmixer', 'no train.py at'),
     ('missing/train.py', 'no train.py at missing/train.py'),
 ])
-def test_train_py_that_is_not_train_py(files, capsys, train_py, message):
-    code, _, err = run(capsys, 'train', '--train-py', train_py.format(root=ROOT), 'recipe.yaml', '--dry-run')
+def test_train_py_that_is_not_train_py(files, cli, train_py, message):
+    code, _, err = cli('train', '--train-py', train_py.format(root=ROOT), 'recipe.yaml', '--dry-run')
     assert code == 2 and message in err, err
     assert 'then pass --train-py PATH/train.py or set TIMM_TRAIN_PY=PATH/train.py.' in err
 
@@ -175,8 +163,8 @@ def test_library_launch_errors_are_in_argument_terms(files):
         prepare_train('recipe.yaml', [], 'train.py', global_batch=48)
 
 
-def test_dry_run_says_it_is_one_and_counts_in_the_singular(files, capsys):
-    code, out, _ = train(capsys, 'recipe.yaml', '--dry-run')
+def test_dry_run_says_it_is_one_and_counts_in_the_singular(files, cli):
+    code, out, _ = train(cli, 'recipe.yaml', '--dry-run')
     assert code == 0
     assert 'global batch 32 = 32 per process × 1 process × 1 accumulation step; lr 0.0125' in out
     assert out.splitlines()[-1] == '[pkmixer] dry run: the plan above was checked; train.py was not started'
@@ -194,15 +182,15 @@ def test_dry_run_says_it_is_one_and_counts_in_the_singular(files, capsys):
     (['--img-size', '128'], 2, 'Leave the size to the model, or expand the model 2× first (`pkmixer expand`)'),
     (['--input-size', '3', '32', '32'], 2, '--input-size 3 32 32 (given) does not fit model local-dir:expanded'),
 ])
-def test_finetune_takes_the_input_size_from_the_model(files, capsys, extra, code, message):
-    rc, out, err = train(capsys, 'finetune.yaml', '--model', 'local-dir:expanded', *extra, '--dry-run')
+def test_finetune_takes_the_input_size_from_the_model(files, cli, extra, code, message):
+    rc, out, err = train(cli, 'finetune.yaml', '--model', 'local-dir:expanded', *extra, '--dry-run')
     assert rc == code and message in (out if code == 0 else err), out + err
     if code == 0:
         assert 'model local-dir:expanded' in out and 'S=256 C=64' in out
 
 
-def test_finetune_real_run_gets_the_model_size(files, capsys):
-    rc, _, err = train(capsys, 'finetune.yaml', '--model', 'local-dir:expanded', '--out', 'out')
+def test_finetune_real_run_gets_the_model_size(files, cli):
+    rc, _, err = train(cli, 'finetune.yaml', '--model', 'local-dir:expanded', '--out', 'out')
     assert rc == 0, err
     record = json.loads((files / 'out' / 'record.json').read_text())
     assert record['img_size'] == 64 and record['argv'][-2:] == ['--img-size', '64']
@@ -214,19 +202,19 @@ def test_finetune_real_run_gets_the_model_size(files, capsys):
     ('model: s_mixer_rp_s64c64_32\n', ['--img-size', '96'], 'expand the model 3× first'),
     ('model: s_mixer_rp_s64c64_32\n', ['--input-size', '3', '32', '48'], '--input-size 3 32 48 (given)'),
 ])
-def test_a_size_the_model_does_not_take_is_refused_in_the_dry_run(files, capsys, recipe, extra, message):
+def test_a_size_the_model_does_not_take_is_refused_in_the_dry_run(files, cli, recipe, extra, message):
     (files / 'r.yaml').write_text(recipe)
-    rc, _, err = train(capsys, 'r.yaml', *extra, '--dry-run')
+    rc, _, err = train(cli, 'r.yaml', *extra, '--dry-run')
     assert rc == 2 and message in err, err
 
 
 @pytest.mark.skipif(not REAL_TRAIN_PY, reason='set TIMM_TRAIN_PY to a real timm train.py')
-def test_packaged_finetune_recipe_with_another_model_against_the_real_train_py(files, capsys, monkeypatch):
+def test_packaged_finetune_recipe_with_another_model_against_the_real_train_py(files, cli, monkeypatch):
     monkeypatch.setenv('TIMM_TRAIN_PY', REAL_TRAIN_PY)
-    rc, out, err = run(capsys, 'train', 'finetune/pk_mixer_b16_448_cifar10', '--model', 'local-dir:expanded',
+    rc, out, err = cli('train', 'finetune/pk_mixer_b16_448_cifar10', '--model', 'local-dir:expanded',
                        '--dry-run')
     assert rc == 0 and 'input 64×64 px, 3 channels' in out, err
-    rc, _, err = run(capsys, 'train', 'finetune/pk_mixer_b16_448_cifar10', '--model', 'local-dir:expanded',
+    rc, _, err = cli('train', 'finetune/pk_mixer_b16_448_cifar10', '--model', 'local-dir:expanded',
                      '--img-size', '448', '--dry-run')
     assert rc == 2 and '--img-size 448 (given) does not fit model local-dir:expanded' in err
 
@@ -282,8 +270,8 @@ def test_timm_suite_keeps_its_timeouts_on_a_busy_machine(monkeypatch, env, cores
     (['--threads', '1'], 1, '[pkmixer] 1 CPU thread per process (as requested)'),
     (['--threads=2'], 2, '[pkmixer] 2 CPU threads per process (as requested)'),
 ])
-def test_train_sets_the_threads_of_train_py(files, capsys, argv, threads, line):
-    rc, out, err = train(capsys, 'recipe.yaml', '--out', 'out', *argv)
+def test_train_sets_the_threads_of_train_py(files, cli, argv, threads, line):
+    rc, out, err = train(cli, 'recipe.yaml', '--out', 'out', *argv)
     assert rc == 0, err
     assert line in out.splitlines()
     record = json.loads((files / 'out' / 'record.json').read_text())
@@ -301,9 +289,9 @@ def test_train_sets_the_threads_of_train_py(files, capsys, argv, threads, line):
     (['width', '--S', '3', '--C', '4', '--omega', '1e-300'], '--omega must be at least 1'),
     (['plot', 'width', '--omega', '1e300', '--out', 'x.png'], '--omega 1e+300 is too large'),
 ])
-def test_width_refuses_absurd_omega(files, capsys, argv, message):
+def test_width_refuses_absurd_omega(files, cli, argv, message):
     pytest.importorskip('matplotlib')
-    code, _, err = run(capsys, *argv)
+    code, _, err = cli(*argv)
     assert code == 2 and message in err, err
     assert not (files / 'x.png').exists()
 
@@ -327,10 +315,10 @@ def test_width_library_names_omega_without_flags(call):
     (b'foo,bar\n1,2\n', 'bad.csv is not a timm train.py summary.csv (needs epoch and train_loss columns'),
     (b'', 'bad.csv is not a timm train.py summary.csv'),
 ])
-def test_plot_run_on_a_csv_that_is_not_a_summary(files, capsys, content, message):
+def test_plot_run_on_a_csv_that_is_not_a_summary(files, cli, content, message):
     pytest.importorskip('matplotlib')
     (files / 'bad.csv').write_bytes(content)
-    code, _, err = run(capsys, 'plot', 'run', 'bad.csv', '--out', 'x.png')
+    code, _, err = cli('plot', 'run', 'bad.csv', '--out', 'x.png')
     assert code == 2 and err.startswith('pkmixer plot run: error: ') and message in err, err
 
 
@@ -345,8 +333,8 @@ def test_plot_run_on_a_csv_that_is_not_a_summary(files, capsys, content, message
     (['recipe.yaml', '--out', 'out', '--global-batch=64', '-b', '32'], ['--out', 'out', '-b', '32',
                                                                         '--grad-accum-steps', '2']),
 ])
-def test_train_hands_the_unknown_rest_to_train_py_in_order(files, capsys, argv, passed):
-    rc, out, err = train(capsys, *argv)
+def test_train_hands_the_unknown_rest_to_train_py_in_order(files, cli, argv, passed):
+    rc, out, err = train(cli, *argv)
     assert rc == 0, err
     record = files / 'out' / 'record.json'
     if passed is None:
@@ -360,8 +348,8 @@ def test_train_hands_the_unknown_rest_to_train_py_in_order(files, capsys, argv, 
     (['width', '--omega', '100', 'extra'], 'pkmixer: error: unrecognized arguments: extra'),
     (['recipes', 'a', 'b'], 'pkmixer: error: unrecognized arguments: b'),
 ])
-def test_other_commands_still_refuse_unknown_arguments(capsys, argv, message):
-    code, _, err = run(capsys, *argv)
+def test_other_commands_still_refuse_unknown_arguments(cli, argv, message):
+    code, _, err = cli(*argv)
     assert code == 2 and message in err, err
 
 
