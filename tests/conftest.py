@@ -1,11 +1,17 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import Callable, Tuple
 
 import pytest
 import torch
 
 import timm_pkmixer  # noqa: F401  (explicit registration; the startup hook is tested separately)
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+MINI_TRAIN_PY = TESTS / 'mini_train_py.py'  # the stand-in for timm's train.py that trains for real
 
 
 def run_python(code: str, env_extra: dict = None, cwd: str = None) -> subprocess.CompletedProcess:
@@ -30,3 +36,32 @@ def randomize_(model: torch.nn.Module, std: float = 0.02) -> torch.nn.Module:
     for p in model.parameters():
         p.add_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * std)
     return model
+
+
+@pytest.fixture
+def cli(capsys) -> Callable[..., Tuple[int, str, str]]:
+    """`pkmixer ARGV` in this process: ``cli(*argv) -> (exit status, stdout, stderr)``; a traceback on stderr fails
+    the test (a subprocess is kept only where it is the point: import-time behaviour, console scripts, torchrun)."""
+    from timm_pkmixer.cli import main
+
+    def run(*argv) -> Tuple[int, str, str]:
+        code = main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        assert 'Traceback' not in err, err
+        return code, out, err
+    return run
+
+
+@pytest.fixture
+def launch_env(monkeypatch):
+    """No train.py or torchrun variables from the calling shell, and torch's thread count restored afterwards
+    (`pkmixer train` sets it for train.py)."""
+    for var in ('TIMM_TRAIN_PY', 'WORLD_SIZE', 'RANK', 'LOCAL_WORLD_SIZE', 'LOCAL_RANK'):
+        monkeypatch.delenv(var, raising=False)
+    threads, omp = torch.get_num_threads(), os.environ.get('OMP_NUM_THREADS')
+    yield monkeypatch
+    torch.set_num_threads(threads)
+    if omp is None:
+        os.environ.pop('OMP_NUM_THREADS', None)
+    else:
+        os.environ['OMP_NUM_THREADS'] = omp

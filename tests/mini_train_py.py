@@ -39,8 +39,8 @@ parser.add_argument('--warmup-epochs', type=int, default=0)
 parser.add_argument('--seed', type=int, default=42)
 parser.add_argument('--experiment', default='')
 parser.add_argument('--output', default='')
-parser.add_argument('--workers', type=int, default=0)
-parser.add_argument('--device', default='cpu')
+parser.add_argument('-j', '--workers', type=int, default=4)  # train.py's defaults
+parser.add_argument('--device', default='cuda')
 parser.add_argument('--resume', default='', type=str)
 parser.add_argument('--log-wandb', action='store_true', default=False)
 parser.add_argument('--wandb-project', default=None, type=str)
@@ -65,6 +65,9 @@ def main():
     from timm.optim import create_optimizer_v2
     from timm.scheduler import create_scheduler_v2
     args, args_text = _parse_args()
+    # as timm's init_distributed_device: train.py's default device is cuda
+    assert not args.device.startswith('cuda') or torch.cuda.is_available(), \
+        'CUDA is not available but cuda was specified.'
     torch.manual_seed(args.seed)
     model = timm.create_model(args.model, num_classes=args.num_classes, **args.model_kwargs)
     out = os.path.join(args.output or 'output', args.experiment or args.model)

@@ -307,3 +307,9 @@ def test_analysis_flags_must_be_bools(call, message, value):
     with pytest.raises(ArgumentTypeError) as e:
         call(value)
     assert str(e.value).startswith(message)
+
+
+def test_the_clis_trial_bound_is_the_librarys():
+    from timm_pkmixer.analysis.spectra import MAX_TRIALS
+    from timm_pkmixer.cli import analyze
+    assert analyze.MAX_TRIALS == MAX_TRIALS == 1000

@@ -3,8 +3,6 @@ materialisation, D: checkpoints, E: the command line, F: forward inputs, G: trac
 exception type and that the message names the argument or the fault."""
 import math
 import os
-import subprocess
-import sys
 
 import pytest
 import timm
@@ -159,11 +157,6 @@ def test_d_push_refuses_non_finite_weights(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- E. command line
 
-def _cli(*argv, cwd=None):
-    return subprocess.run([sys.executable, '-m', 'timm_pkmixer', *map(str, argv)], capture_output=True, text=True,
-                          timeout=600, cwd=cwd)
-
-
 @pytest.fixture(scope='module')
 def files(tmp_path_factory):
     root = tmp_path_factory.mktemp('cli')
@@ -205,27 +198,33 @@ CLI_CASES = [
 
 
 @pytest.mark.parametrize('argv,message', CLI_CASES)
-def test_e_cli_user_errors(files, argv, message):
+def test_e_cli_user_errors(files, cli, argv, message):
     tests = os.path.dirname(os.path.abspath(__file__))
     argv = [a.format(root=files, tests=tests) for a in argv]
-    proc = _cli(*argv)
-    assert proc.returncode == 2, (argv, proc.returncode, proc.stderr)
-    assert message.format(root=files) in proc.stderr and 'Traceback' not in proc.stderr, (argv, proc.stderr)
-    assert [line for line in proc.stderr.splitlines() if ': error: ' in line][0].startswith('pkmixer'), proc.stderr
+    code, _, err = cli(*argv)  # in this process: `cli` fails the test on a traceback
+    assert code == 2, (argv, code, err)
+    assert message.format(root=files) in err, (argv, err)
+    assert [line for line in err.splitlines() if ': error: ' in line][0].startswith('pkmixer'), err
 
 
-def test_e_train_options_before_or_after_the_recipe(tmp_path):
+def test_e_train_options_before_or_after_the_recipe(tmp_path, cli, launch_env):
+    """The same plan wherever `pkmixer train`'s own options stand. The plan prints the load average (the thread
+    count follows it): both runs see the same one, so the comparison does not depend on the machine's load."""
     from test_launch import RECIPE, STUB_TRAIN_PY
+    launch_env.delenv('OMP_NUM_THREADS', raising=False)
+    launch_env.setattr(os, 'getloadavg', lambda: (1.5, 1.5, 1.5))
     (tmp_path / 'train.py').write_text(STUB_TRAIN_PY)
     (tmp_path / 'r.yaml').write_text(RECIPE)
-    before = _cli('train', '--dry-run', '--train-py', tmp_path / 'train.py', tmp_path / 'r.yaml', '-b', '16')
-    after = _cli('train', tmp_path / 'r.yaml', '-b', '16', '--dry-run', f'--train-py={tmp_path / "train.py"}')
-    assert before.returncode == after.returncode == 0, (before.stderr, after.stderr)
-    assert before.stdout == after.stdout and 'global batch 32 = 16 per process' in after.stdout
-    bad = _cli('train', tmp_path / 'r.yaml', '--train-py', tmp_path / 'train.py', '--dry-run', '--no-such-flag')
-    assert bad.returncode == 2 and 'Traceback' not in bad.stderr
-    assert 'pkmixer train: error: train.py refuses its arguments: unrecognized arguments: --no-such-flag' in bad.stderr
-    assert 'usage:' not in bad.stderr  # not train.py's whole usage
+    before = cli('train', '--dry-run', '--train-py', tmp_path / 'train.py', tmp_path / 'r.yaml', '-b', '16')
+    after = cli('train', tmp_path / 'r.yaml', '-b', '16', '--dry-run', f'--train-py={tmp_path / "train.py"}')
+    assert before[0] == after[0] == 0, (before[2], after[2])
+    assert before[1] == after[1] and 'global batch 32 = 16 per process' in after[1]
+    assert 'load average 1.5' in after[1]
+    code, _, err = cli('train', tmp_path / 'r.yaml', '--train-py', tmp_path / 'train.py', '--dry-run',
+                       '--no-such-flag')
+    assert code == 2
+    assert 'pkmixer train: error: train.py refuses its arguments: unrecognized arguments: --no-such-flag' in err
+    assert 'usage:' not in err  # not train.py's whole usage
 
 
 # ---------------------------------------------------------------------------------------------- F. forward inputs

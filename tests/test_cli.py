@@ -24,21 +24,21 @@ def test_models_table_lists_every_model():
     assert row[1:4] == ['RP', 'MLP-Mixer', '31.06'] and row[6:9] == ['256', '588', '8'] and row[10] == '150528'
 
 
-def test_readme_models_table_is_what_pkmixer_models_prints(tmp_path):
+def test_readme_models_table_is_what_pkmixer_models_prints(tmp_path, cli):
     from timm_pkmixer.cli.models import TABLE_END, TABLE_START
-    out = subprocess.run([sys.executable, '-m', 'timm_pkmixer', 'models', '--markdown'], capture_output=True,
-                         text=True, check=True).stdout
+    code, out, err = cli('models', '--markdown')
+    assert code == 0, err
     assert out.startswith('| model | family | params (M) | GMACs |')
     assert sorted(line.split('`')[1] for line in out.splitlines()[2:]) == list_pkmixer_models()
-    readme = (Path(__file__).resolve().parent.parent / 'README.md').read_text()
+    readme = (Path(__file__).resolve().parent.parent / 'README.md').read_text(encoding='utf-8')
     table = readme.split(TABLE_START)[1].split(TABLE_END)[0].strip()
     assert table == out.strip(), 'README.md models table is stale: run `pkmixer models --markdown --update README.md`'
     # the command that mends it: rewrites the generated table and nothing else
     stale = tmp_path / 'README.md'
-    stale.write_text(readme.replace(table, '| old |'))
-    subprocess.run([sys.executable, '-m', 'timm_pkmixer', 'models', '--markdown', '--update', str(stale)],
-                   check=True, capture_output=True)
-    assert stale.read_text() == readme
+    stale.write_text(readme.replace(table, '| old |'), encoding='utf-8')
+    code, out, err = cli('models', '--markdown', '--update', stale)
+    assert code == 0 and out == f'{stale}: models table updated ({len(list_pkmixer_models())} models)\n', err
+    assert stale.read_text(encoding='utf-8') == readme
 
 
 def test_summary_numbers():
@@ -70,9 +70,10 @@ def test_demo_uses_the_idle_cores(monkeypatch):
     """Under load, one thread (two threads convoyed 9x slower on a busy 2-core machine); idle, all of them."""
     import os
 
+    from timm_pkmixer.experiments import threads
     from timm_pkmixer.experiments.demo import choose_threads
     monkeypatch.delenv('OMP_NUM_THREADS', raising=False)
-    monkeypatch.setattr(os, 'cpu_count', lambda: 2)
+    monkeypatch.setattr(threads, 'available_cores', lambda: 2)
     monkeypatch.setattr(os, 'getloadavg', lambda: (3.1, 3.0, 2.5))
     assert choose_threads() == (1, '2 cores, load average 3.1')
     monkeypatch.setattr(os, 'getloadavg', lambda: (0.2, 0.3, 0.1))

@@ -84,14 +84,16 @@ def test_ranks_with_different_permutation_seeds_are_refused(tmp_path):
 
 def test_one_rank_alone_creates_a_model_at_once(tmp_path):
     reports = torchrun('solo', tmp_path)
-    assert reports[0]['seconds'] < 20 and 'seconds' not in reports[1]  # no wait for the other rank (was 300 s)
+    # no wait for the other rank: the wait it replaced was check_replicas's 300 s; half of that tells them apart
+    # on any machine, however busy (a wall-clock bound near the idle time failed under load)
+    assert reports[0]['seconds'] < 150 and 'seconds' not in reports[1]
 
 
 def test_check_replicas_called_on_one_rank_alone_says_so_after_its_timeout(tmp_path):
     reports = torchrun('lonely', tmp_path)
     for rank, r in enumerate(reports):
         assert r['refused'] and r['type'] == 'ReplicaCheckTimeoutError', r
-        assert 2 <= r['seconds'] < 30  # the given timeout, not the process group's (30 min)
+        assert 2 <= r['seconds'] < 900  # the given timeout, not the process group's 1800 s (a margin for any load)
         assert f'waited 2 s on rank {rank}' in r['message']
         assert 'every rank of the group must call check_replicas' in r['message']
         assert r['together']  # a call by every rank still passes

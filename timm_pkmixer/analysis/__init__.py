@@ -20,6 +20,7 @@ bars and pulls in seaborn, tqdm and safetensors-saving code. torch-cka is unmain
 The formulas here are tested against independent references (the feature-space form of linear CKA, and
 Song et al.'s U-statistic summed over all 4-tuples of distinct examples) and the invariances of CKA.
 """
+from ..width_table import width_report
 from .cka import HsicAccumulator, gram, hsic_biased, hsic_unbiased, linear_cka
 from .compare import CkaMatrix, cka_matrix
 from .cost import COST_SIZES, count_costs, table_s3
@@ -39,7 +40,6 @@ from .spectra import (
     top_singular_value,
 )
 from .weights import fig_s9_weights, paper_vec_order, pk_effective_weight
-from .width_table import width_report
 
 __all__ = ['HsicAccumulator', 'gram', 'hsic_biased', 'hsic_unbiased', 'linear_cka', 'CkaMatrix', 'cka_matrix',
            'capture_branches', 'mixing_branches', 'FIG4_DIMS', 'FIG4_TOKENS', 'c_gamma', 'effective_singular_values',

@@ -15,6 +15,10 @@ from ._common import POSITIVE_INT, add_command, add_model_options
 
 __all__ = ['add_commands']
 
+# = timm_pkmixer.analysis.spectra.MAX_TRIALS (tests/test_analysis_inputs.py checks they agree); not imported here,
+# since building the parser must not import torch (`pkmixer --help`, `pkmixer width`)
+MAX_TRIALS = 1000
+
 _CHECKPOINTS = ('last.pth.tar', 'model_best.pth.tar')
 
 
@@ -315,13 +319,13 @@ def _device(text: str):
 
 
 def run_cost(args: argparse.Namespace) -> int:
-    from ..analysis.cost import COST_SIZES, cost_markdown, table_s3
+    from ..analysis.cost import COST_MODELS, COST_SIZES, cost_markdown, table_s3
     device = _device(args.device)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    rows = table_s3([COST_SIZES[s] for s in dict.fromkeys(args.size)], args.models, args.batch_size, args.steps,
-                    args.warmup, device, progress=_progress)
+    rows = table_s3([COST_SIZES[s] for s in dict.fromkeys(args.size)], args.models or COST_MODELS,
+                    args.batch_size, args.steps, args.warmup, device, progress=_progress)
     _write_csv(out / 'table_s3.csv', rows)
     (out / 'table_s3.md').write_text(cost_markdown(rows), encoding='utf-8')
     for r in rows:
@@ -351,7 +355,6 @@ def _a_value(name: str, value: Any) -> float:
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    from ..analysis.spectra import MAX_TRIALS
     top = add_command(subparsers, 'analyze', _needs_subcommand,
                       help="the paper's analyses: CKA of hidden features (Fig. 2), spectra (Fig. 4 right, S.1), "
                            "costs (Table S.3)",
@@ -410,22 +413,24 @@ def _threads_option(p: argparse.ArgumentParser) -> None:
 
 
 def _add_cost_command(sub: argparse._SubParsersAction) -> None:
-    from ..analysis.cost import COST_MODELS, COST_SIZES, MAX_BATCH_SIZE, MAX_STEPS
     p = add_command(sub, 'cost', _with_threads(run_cost),
                     help='Table S.3: memory, FLOPs and time per training step of the RP Mixer, MLP-Mixer, SW-MLP',
                     description='Table S.3 (D.9) from the package\'s models: parameters, parameter and buffer '
                                 'memory, tensors saved for the backward, FLOPs (counted on the meta device), and '
                                 'the time per training step (AdamW) measured in alternation, as a ratio to the '
                                 'MLP-Mixer\'s. Writes OUT/table_s3.csv and OUT/table_s3.md.')
-    p.add_argument('--size', nargs='+', choices=list(COST_SIZES), default=['table-s3-small'],
+    p.add_argument('--size', nargs='+', type=cli_type(_cost_choice('COST_SIZES'), str, '--size'),
+                   default=['table-s3-small'], metavar='SIZE',
                    help='table-s3-small: S=64, C=48, L=3, γ=2 (CIFAR, P=4); table-s3-large: S=256, C=588, L=8, '
                         'γ=4 (ImageNet, P=14). Default: table-s3-small')
-    p.add_argument('--models', nargs='+', choices=list(COST_MODELS), default=list(COST_MODELS),
-                   help='models to count and time (default: all three; the MLP-Mixer is always timed)')
-    p.add_argument('--batch-size', type=cli_type(_bounded(MAX_BATCH_SIZE, 1), int, '--batch-size'), default=32,
+    p.add_argument('--models', nargs='+', type=cli_type(_cost_choice('COST_MODELS'), str, '--models'),
+                   default=None, metavar='MODEL',
+                   help='rp_mixer, mlp_mixer, sw_mlp: models to count and time (default: all three; the MLP-Mixer is '
+                        'always timed)')
+    p.add_argument('--batch-size', type=cli_type(_bounded('MAX_BATCH_SIZE', 1), int, '--batch-size'), default=32,
                    help='images per training step (default 32)')
-    p.add_argument('--steps', type=cli_type(_bounded(MAX_STEPS, 0), int, '--steps'), default=10,
-                   help=f'timed steps per model after the warm-up (default 10, at most {MAX_STEPS}; 0: count only)')
+    p.add_argument('--steps', type=cli_type(_bounded('MAX_STEPS', 0), int, '--steps'), default=10,
+                   help='timed steps per model after the warm-up (default 10, at most 1000; 0: count only)')
     p.add_argument('--warmup', type=cli_type(_bounded(100, 0), int, '--warmup'), default=2,
                    help='untimed steps per model first (default 2)')
     p.add_argument('--device', default='cpu', help='cpu (default) or cuda[:N]')
@@ -433,14 +438,32 @@ def _add_cost_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument('--out-dir', required=True, help='where table_s3.csv and table_s3.md go')
 
 
-def _bounded(maximum: int, minimum: int):
-    """A check of an integer in [minimum, maximum] (the message says both bounds)."""
+def _bounded(maximum: Any, minimum: int):
+    """A check of an integer in [minimum, maximum] (the message says both bounds). `maximum` may name a constant of
+    :mod:`timm_pkmixer.analysis.cost`, read when a value is checked: building the parser imports no torch."""
     def check(name: str, value: Any) -> int:
         from ..validation import integer
         value = integer(name, value, minimum=minimum)
-        if value > maximum:
-            raise InvalidArgumentError(f'{name} must be at most {maximum}, got {value}')
+        if isinstance(maximum, str):
+            from ..analysis import cost
+            limit = getattr(cost, maximum)
+        else:
+            limit = maximum
+        if value > limit:
+            raise InvalidArgumentError(f'{name} must be at most {limit}, got {value}')
         return value
     check.__name__ = 'int'
+    return check
+
+
+def _cost_choice(table: str):
+    """A check of a name in a table of :mod:`timm_pkmixer.analysis.cost` (read when a value is checked)."""
+    def check(name: str, value: Any) -> str:
+        from ..analysis import cost
+        names = getattr(cost, table)
+        if value not in names:
+            raise InvalidArgumentError(f'{name} must be one of {", ".join(names)}, got {value!r}')
+        return value
+    check.__name__ = 'str'
     return check
 

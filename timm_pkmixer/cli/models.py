@@ -30,17 +30,31 @@ def replace_table(document: str, table: str, name: str) -> str:
     return document[:start + len(TABLE_START)] + '\n' + table + '\n' + document[end:]
 
 
+def _read_utf8(path: Path) -> str:
+    """The document `path` as UTF-8 text; another encoding is refused (rewriting it would mix two encodings)."""
+    data = path.read_bytes()
+    try:
+        return data.decode('utf-8')
+    except UnicodeDecodeError as e:
+        raise InvalidArgumentError(f'--update {path}: not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start}); '
+                                   f'convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8') from None
+
+
 def run(args: argparse.Namespace) -> int:
     from ..catalog import list_pkmixer_models, summarize
+    document = None
+    if args.update:  # refuse a bad document before computing the table
+        if not args.markdown or args.filter:
+            raise InvalidArgumentError('--update writes the whole table: give it with --markdown and no filter')
+        path = Path(args.update)
+        document = _read_utf8(path)
+        replace_table(document, '', str(path))
     rows = [summarize(name).row() for name in list_pkmixer_models() if not args.filter or args.filter in name]
     if not rows:
         raise InvalidArgumentError(f'no registered model matches {args.filter!r}')
     cols = list(rows[0])
-    if args.update:
-        if not args.markdown or args.filter:
-            raise InvalidArgumentError('--update writes the whole table: give it with --markdown and no filter')
-        path = Path(args.update)
-        path.write_text(replace_table(path.read_text(), markdown_table(rows), str(path)))
+    if document is not None:
+        path.write_text(replace_table(document, markdown_table(rows), str(path)), encoding='utf-8')
         print(f'{path}: models table updated ({len(rows)} models)')
     elif args.markdown:
         print(markdown_table(rows))

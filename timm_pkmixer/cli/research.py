@@ -66,7 +66,7 @@ def _check_width_flags(args: argparse.Namespace) -> None:
 
 
 def run_width(args: argparse.Namespace) -> int:
-    from ..analysis.width_table import width_report
+    from ..width_table import width_report  # not analysis/: the arithmetic imports no torch
     _check_width_flags(args)
     with in_flag_terms(args, *_WIDTH_ARGUMENTS):
         report = width_report(omega=args.omega, gamma=args.gamma, dims=args.C, patches=args.patch,

@@ -1,7 +1,6 @@
 """`pkmixer train RECIPE [train.py args…]`: run timm's own train.py with a recipe and this plugin registered."""
 import argparse
 import hashlib
-import os
 import traceback
 
 from ..errors import InvalidArgumentError
@@ -30,12 +29,14 @@ def run(args: argparse.Namespace) -> int:
         if not args.recipe:
             raise InvalidArgumentError(f'a RECIPE is required (e.g. train_recipes/imagenet/rp_mixer_b_w.yaml); '
                                        f'train.py from --train-py or ${TRAIN_PY_ENV}')
+        from ..experiments.env import env_int
         from ..experiments.train_py import prepare_train, run_train
+        rank = env_int('RANK', 0)
         with in_flag_terms(args, 'global_batch', 'threads'):  # said as the flags the user typed
             plan = prepare_train(args.recipe, args.rest, args.train_py, args.global_batch, args.threads)
     except TrainPyError as e:
         raise InvalidArgumentError(f'{e.reason}\n{missing_train_py_message("pass --train-py PATH/train.py")}') from None
-    if int(os.environ.get('RANK', '0')) == 0:
+    if rank == 0:
         for line in plan.describe():
             print(line, flush=True)
         if args.dry_run:

@@ -13,13 +13,14 @@ import contextlib
 import importlib.util
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from ..errors import ArgumentValueError, InvalidArgumentError, UserInputError
 from ..validation import positive_int
+from .env import env_int
 from .recipes import BatchAndLr, check_recipe_keys, load_recipe, resolve_batch_and_lr, resolve_recipe
 
 __all__ = ['TRAIN_PY_ENV', 'TrainArgumentError', 'TrainPyError', 'find_train_py', 'missing_train_py_message',
@@ -243,6 +244,7 @@ class TrainPlan:
     input_size_from: str = ''   # where the input size comes from
     threads: Optional[int] = None
     threads_why: str = ''
+    machine: List[str] = field(default_factory=list)  # what was chosen for this machine (device, workers), and why
 
     def describe(self) -> List[str]:
         """The plan: the model and its input size, the global batch and learning rate, the threads."""
@@ -254,6 +256,7 @@ class TrainPlan:
                  f'[pkmixer] global batch {plan.global_batch} = {plan.per_device_batch} per process × '
                  f'{processes} × {steps}; lr {plan.lr:.6g} ({plan.rule}); {args.opt}, {args.sched} schedule, '
                  f'{args.epochs} epochs']
+        lines += [f'[pkmixer] {line}' for line in self.machine]
         if self.threads is not None:
             lines.append(f'[pkmixer] {self.threads} CPU thread{"s" if self.threads != 1 else ""} per process '
                          f'({self.threads_why})')
@@ -268,6 +271,36 @@ def _positive(args: argparse.Namespace, dest: str, options: Dict[str, List[str]]
         positive_int(dest, value)
     except UserInputError:
         raise LaunchArgumentError(dest, f'must be a positive integer, got {value!r}', options.get(dest, ())) from None
+
+
+def _fit_the_machine(args: argparse.Namespace, options: Dict[str, List[str]], set_by_user: Set[str]
+                     ) -> Tuple[List[str], List[str]]:
+    """train.py's arguments that fit this machine, and a line saying each: ``--device cpu`` when CUDA is absent
+    and neither the recipe nor the command line names a device, and no more data-loading workers than the cores
+    available per process (:func:`choose_workers`) unless the user gave them. A CUDA device the user asked for on
+    a machine without CUDA is refused (train.py would stop on an ``AssertionError``)."""
+    import torch
+
+    from .threads import choose_workers
+    extra: List[str] = []
+    notes: List[str] = []
+    device = getattr(args, 'device', None)
+    if 'device' in options and isinstance(device, str) and device.startswith('cuda') and \
+            not torch.cuda.is_available():
+        if 'device' in set_by_user:
+            raise LaunchArgumentError('device', f'{device} asks for CUDA, which this machine does not have (torch '
+                                      f'sees no CUDA device); use cpu', options['device'])
+        extra += [options['device'][-1], 'cpu']
+        notes.append(f'device cpu: CUDA is not available on this machine (train.py\'s default is {device}; pass '
+                     f'{options["device"][-1]} to choose)')
+    workers = getattr(args, 'workers', None)
+    if 'workers' in options and 'workers' not in set_by_user and isinstance(workers, int) and workers > 1:
+        fitted, why = choose_workers(workers)
+        if fitted < workers:
+            extra += [options['workers'][-1], str(fitted)]
+            notes.append(f'{fitted} data-loading worker{"s" if fitted != 1 else ""} per process ({why}; train.py\'s '
+                         f'default is {workers}; pass {options["workers"][-1]} to choose)')
+    return extra, notes
 
 
 def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = None,
@@ -292,7 +325,7 @@ def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = 
     module = load_train_py(path)
     options = train_py_arguments(module)
     check_recipe_keys(cfg, options, recipe)
-    world_size = int(os.environ.get('WORLD_SIZE', '1'))
+    world_size = env_int('WORLD_SIZE', 1, minimum=1)
     argv = [str(path), '--config', str(recipe), *train_args]
     args = _resolve(module, argv)
     for dest in ('batch_size', 'grad_accum_steps'):
@@ -310,8 +343,12 @@ def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = 
         argv += ['--grad-accum-steps', str(global_batch // per_step)]
         args = _resolve(module, argv)
 
-    model = _model_info(args)
     given = _given(module, train_args)
+    extra, machine = _fit_the_machine(args, options, set(cfg) | given)
+    if extra:
+        argv += extra
+        args = _resolve(module, argv)
+    model = _model_info(args)
     size_keys = [k for k in ('input_size', 'img_size') if k in options]
     other_model = 'model' in given and args.model != cfg.get('model')
     if other_model and not any(k in given for k in size_keys) and any(cfg.get(k) for k in size_keys):
@@ -340,7 +377,7 @@ def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = 
                  f'other input size. Leave the size to the model{expand}', options.get(key, ()))
     n_threads, why = choose_threads(threads)
     return TrainPlan(module, argv, args, resolve_batch_and_lr(vars(args), world_size), world_size, model,
-                     input_size, source, n_threads, why)
+                     input_size, source, n_threads, why, machine)
 
 
 def recipe_wandb_group(recipe: str) -> Optional[str]:
