@@ -146,6 +146,23 @@ def test_b_meta_then_load_with_assign_after_to_meta():
         assert torch.equal(model(x), ref(x))
 
 
+@pytest.mark.parametrize('name', [RP, 'sw_mlp_o18_32', 'rp_mixer_ss8_32'])
+@pytest.mark.parametrize('assign', [False, True])
+def test_b_to_meta_and_back_then_loading_a_checkpoint_recomputes_the_structure(name, assign):
+    """model.to('meta'), to_empty() back onto the CPU, then a checkpoint: the checkpoint holds only digests, so the
+    derived buffers (uninitialised memory after to_empty) are recomputed from the seed, never left invalid."""
+    ref = randomize_(small(name)).eval()
+    model = small(name).eval().to('meta')
+    model.to_empty(device='cpu')
+    model.load_state_dict(ref.state_dict(), assign=assign)
+    x = images(model, 2)
+    with torch.no_grad():
+        assert torch.equal(model(x), ref(x))
+    for (key, a), b in zip(model.named_buffers(), ref.buffers()):
+        assert torch.equal(a, b), key
+    assert all(m._materialized for m in _derived(model))
+
+
 # ---------------------------------------------------------------------------------------------- C. absurd sizes
 
 RAM = device_memory(torch.device('cpu'))[0]
