@@ -31,8 +31,10 @@ from .models._common import TRAINING_ONLY_ARGS
 from .sizes import check_architecture_size
 from .validation import integer
 
-__all__ = ['architecture_args', 'expanded_model_args', 'check_expanded_size', 'expand_resolution', 'tile_images',
-           'tile_tokens']
+__all__ = ['architecture_args', 'expanded_model_args', 'expanded_pretrained_cfg', 'check_expanded_size',
+           'expand_resolution', 'tile_images', 'tile_tokens']
+
+_INPUT_SIZE_KEYS = ('input_size', 'test_input_size', 'min_input_size')  # (C, H, W) entries of a pretrained cfg
 
 
 def architecture_args(model: PKMixer) -> Dict[str, Any]:
@@ -126,7 +128,18 @@ def expand_resolution(model: PKMixer, factor: int) -> PKMixer:
         new_state[name] = grown
     expanded.load_state_dict(new_state, strict=True)
     expanded.train(model.training)
+    if cfg:
+        expanded.pretrained_cfg = expanded.default_cfg = expanded_pretrained_cfg(cfg, factor)
     return expanded
+
+
+def expanded_pretrained_cfg(cfg: Dict[str, Any], factor: int) -> Dict[str, Any]:
+    """`cfg` (timm's pretrained cfg of the original) for images `factor` times larger per side: every input size it
+    holds (input_size, test_input_size, min_input_size) grown, so timm's data config (``resolve_data_config``)
+    feeds the expanded model its own size."""
+    grown = {key: (cfg[key][0], *(s * factor for s in cfg[key][1:])) for key in _INPUT_SIZE_KEYS
+             if cfg.get(key) is not None}
+    return {**cfg, **grown}
 
 
 def tile_images(images: torch.Tensor, factor: int) -> torch.Tensor:
