@@ -391,6 +391,39 @@ class PKMixer(PKModelMixin, nn.Module):
 
     Input (B, in_chans, H, W); ``forward_features`` gives (B, S, C) tokens (NLC), ``forward`` logits.
     ``model_args`` is its record (:class:`MixerArgs`), from which every part is built.
+
+    Args:
+        num_classes: Classifier outputs (0 for none).
+        img_size: Input image size.
+        in_chans: Input channels.
+        patch_size: Patch size P; S0 = HW/P² patches of C0 = in_chans·P² values.
+        num_blocks: Depth L.
+        embed_dim: Channels C of the mixing layers (per-patch FC maps C0 → C).
+        mlp_ratio: As in timm's MlpMixer: token and channel hidden widths int(r·C), one r or
+            (r_tokens, r_channels); default (0.5, 4.0), timm's. 'mlp' blocks only.
+        gamma: The paper's expansion γ: hidden widths round(γS) and round(γC) (one γ or (γ_tokens,
+            γ_channels)). Instead of `mlp_ratio`.
+        token_hidden_dim: Explicit token-MLP hidden width (overrides the ratio's).
+        channel_hidden_dim: Explicit channel-MLP hidden width (overrides the ratio's).
+        num_tokens: Tokens S of the mixing layers; None for S = S0.
+        block_type: 'mlp' (MLP-Mixer, two FCs) or 'fc' (S-Mixer, one FC).
+        permutation: 'normal' (MLP-Mixer / S-Mixer), 'random' (RP Mixer), or one of them per block
+            (e.g. ['random'] + ['normal'] * 7: only the first block is random, Fig. S.4).
+        perm_seed: Seed of the fixed random permutations.
+        skip_layer: Use the SkipLayer in block 0; None: only when S ≠ S0.
+        norm_layer: As in timm: the norm layer (class, partial or name); default LayerNorm(eps=norm_eps).
+        norm_eps: LayerNorm epsilon (paper: 1e-5, the default; timm's Mixers: 1e-6). Instead of `norm_layer`.
+        act_layer: Activation φ (GELU in the paper).
+        weight_init: 'paper' (mixing weights N(0, 1/fan_in), §4.3) or 'timm' (timm's Mixer init).
+        nlhb: As in timm: initialise the head bias to -log(num_classes).
+        drop_rate: Head dropout.
+        proj_drop_rate: Dropout inside the mixing MLPs.
+        drop_path_rate: Stochastic depth rate (the same in every block, as timm's Mixer).
+        stem_norm: LayerNorm after the per-patch FC.
+        global_pool: 'avg' or '' (no pooling).
+        tiles: K > 1 for a model expanded from K-times smaller images (`expand_resolution`): the image is
+            K × K tiles, tokens are grouped by tile after the stem, and every mixing layer acts on each tile
+            alone at initialisation (random permutations lifted tile by tile, W block-diagonal).
     """
 
     def __init__(
@@ -424,40 +457,6 @@ class PKMixer(PKModelMixin, nn.Module):
             device=None,
             dtype=None,
     ) -> None:
-        """
-        Args:
-            num_classes: Classifier outputs (0 for none).
-            img_size: Input image size.
-            in_chans: Input channels.
-            patch_size: Patch size P; S0 = HW/P² patches of C0 = in_chans·P² values.
-            num_blocks: Depth L.
-            embed_dim: Channels C of the mixing layers (per-patch FC maps C0 → C).
-            mlp_ratio: As in timm's MlpMixer: token and channel hidden widths int(r·C), one r or
-                (r_tokens, r_channels); default (0.5, 4.0), timm's. 'mlp' blocks only.
-            gamma: The paper's expansion γ: hidden widths round(γS) and round(γC) (one γ or (γ_tokens,
-                γ_channels)). Instead of `mlp_ratio`.
-            token_hidden_dim: Explicit token-MLP hidden width (overrides the ratio's).
-            channel_hidden_dim: Explicit channel-MLP hidden width (overrides the ratio's).
-            num_tokens: Tokens S of the mixing layers; None for S = S0.
-            block_type: 'mlp' (MLP-Mixer, two FCs) or 'fc' (S-Mixer, one FC).
-            permutation: 'normal' (MLP-Mixer / S-Mixer), 'random' (RP Mixer), or one of them per block
-                (e.g. ['random'] + ['normal'] * 7: only the first block is random, Fig. S.4).
-            perm_seed: Seed of the fixed random permutations.
-            skip_layer: Use the SkipLayer in block 0; None: only when S ≠ S0.
-            norm_layer: As in timm: the norm layer (class, partial or name); default LayerNorm(eps=norm_eps).
-            norm_eps: LayerNorm epsilon (paper: 1e-5, the default; timm's Mixers: 1e-6). Instead of `norm_layer`.
-            act_layer: Activation φ (GELU in the paper).
-            weight_init: 'paper' (mixing weights N(0, 1/fan_in), §4.3) or 'timm' (timm's Mixer init).
-            nlhb: As in timm: initialise the head bias to -log(num_classes).
-            drop_rate: Head dropout.
-            proj_drop_rate: Dropout inside the mixing MLPs.
-            drop_path_rate: Stochastic depth rate (the same in every block, as timm's Mixer).
-            stem_norm: LayerNorm after the per-patch FC.
-            global_pool: 'avg' or '' (no pooling).
-            tiles: K > 1 for a model expanded from K-times smaller images (`expand_resolution`): the image is
-                K × K tiles, tokens are grouped by tile after the stem, and every mixing layer acts on each tile
-                alone at initialisation (random permutations lifted tile by tile, W block-diagonal).
-        """
         super().__init__()
         # the record: the arguments validated and resolved; sizes past the device's memory refused before
         # anything is allocated; every part below is built from the record
