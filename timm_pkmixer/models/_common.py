@@ -60,7 +60,7 @@ class ModelArgs(Mapping):
 
     def planned_tensors(self, itemsize: int, sources: Mapping[str, str]) -> List[PlannedTensor]:
         """The largest tensors of the model, the size bound's arithmetic pre-check (:mod:`timm_pkmixer.sizes`);
-        `sources` names arguments as the caller gave them (e.g. ``{'widths': 'gamma=1e+300'}``)."""
+        `sources` names arguments as the caller gave them (e.g. ``{'channel': 'gamma=1e+300 …'}``)."""
         raise NotImplementedError
 
     def describe(self) -> ModelDescription:
