@@ -134,8 +134,8 @@ def _scipy_sparse():
         import scipy.sparse as sp
         import scipy.sparse.linalg  # noqa: F401  (svds)
     except ImportError as e:
-        raise MissingDependencyError("spectra need scipy: pip install 'timm-pkmixer[research]' (scikit-learn brings "
-                                     "it) or pip install scipy") from e
+        raise MissingDependencyError("spectra need scipy: pip install scipy (or, in a checkout of timm-pkmixer, "
+                                     "pip install '.[research]')") from e
     return sp
 
 

@@ -89,5 +89,5 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                    help='model arguments added to the base recipe, e.g. num_tokens=64 embed_dim=64 num_blocks=4')
     p.add_argument('--log-wandb', action='store_true',
                    help="every recipe logs to W&B (train.py's --log-wandb): grouped by the figure, tagged with its "
-                        "point and seed (needs wandb: pip install 'timm-pkmixer[track]')")
+                        "point and seed (needs wandb: pip install wandb, or '.[track]' in a checkout)")
     p.add_argument('--wandb-project', default=None, help='the W&B project of --log-wandb')
