@@ -51,7 +51,8 @@ def write_digits_image_folder(root: str, split_seed: int = 0, test_fraction: flo
         from sklearn.model_selection import train_test_split
     except ImportError as e:
         from ..errors import MissingDependencyError
-        raise MissingDependencyError("the digits data set needs scikit-learn: pip install scikit-learn (or '.[research]' in a checkout)") \
+        raise MissingDependencyError("the digits data set needs scikit-learn: pip install scikit-learn (or "
+                                     "'.[research]' in a checkout)") \
             from e
     import numpy as np
     from PIL import Image

@@ -253,7 +253,8 @@ class SlurmExecutor:
         try:
             import submitit  # noqa: F401
         except ImportError:
-            raise LaunchError("--executor slurm needs submitit: pip install submitit (or, in a checkout of timm-pkmixer, pip install '.[cluster]')") from None
+            raise LaunchError("--executor slurm needs submitit: pip install submitit (or, in a checkout of "
+                              "timm-pkmixer, pip install '.[cluster]')") from None
         for name in ('cpus_per_run', 'array_parallelism'):
             positive_int(name, getattr(self, name))
         if self.time is not None:

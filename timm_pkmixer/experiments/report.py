@@ -62,7 +62,8 @@ __all__ = ['RUN_ONLY_KEYS', 'SEED_MODEL_ARGS', 'EXPERIMENTS', 'COLUMNS', 'SEED_R
 COLUMNS = ('experiment', 'point', 'model', 'num_blocks', 'num_tokens', 'embed_dim', 'width', 'permutation',
            'density', 'omega', 'gamma', 'patch_size', 'runs', 'seeds', 'epochs', 'top1_err_mean', 'top1_err_sd',
            'best_top1_err_mean', 'eval_loss_mean', 'note')
-FIGURES_HINT = "pkmixer report draws figures with matplotlib: pip install matplotlib (or, in a checkout of timm-pkmixer, pip install '.[plot]')"
+FIGURES_HINT = ("pkmixer report draws figures with matplotlib: pip install matplotlib (or, in a checkout of "
+                "timm-pkmixer, pip install '.[plot]')")
 _SEED_SUFFIX = re.compile(r'[-_]?seed-?\d+$')
 
 
