@@ -36,12 +36,12 @@ from typing import Dict, List
 
 import yaml
 
-MODELS = ('shallow_monarch_8', 'shallow_kron_8')
+STRUCTURES = ('monarch', 'kron')
 BASE = dict(
     device_modules=['timm_pkmixer.replica_check'],
-    num_classes=10, img_size=8, in_chans=1, crop_pct=1.0, mean=[0.5], std=[0.5],
+    num_classes=10, in_chans=1, crop_pct=1.0, mean=[0.5], std=[0.5],
     train_split='train', val_split='validation',
-    batch_size=128, opt='adamw', lr=0.01, weight_decay=0.05, sched='cosine', warmup_epochs=0, min_lr=0.0,
+    batch_size=128, opt='adamw', lr=0.01, sched='cosine', warmup_epochs=0, min_lr=0.0,
     cooldown_epochs=0, no_aug=True, smoothing=0.0, mixup=0.0, cutmix=0.0, reprob=0.0, device='cpu', workers=0,
     pin_mem=False, checkpoint_hist=1, log_interval=1000,
 )
@@ -71,13 +71,24 @@ def _read_summary(path: Path) -> List[Dict[str, float]]:
         return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
 
 
-def _figure(curves: List[dict], runs: List[dict], path: Path) -> None:
+def recipe(structure: str, img_size: int, weight_decay: float, epochs: int, seed: int) -> dict:
+    """train.py arguments of one run: ``shallow_<structure>_<img_size>``; the 8×8 digits are resized (bilinear)
+    to img_size by timm's transforms (Resize + CenterCrop at crop_pct 1), so img_size 28 is MNIST's n = 784."""
+    r = dict(BASE, model=f'shallow_{structure}_{img_size}', img_size=img_size, weight_decay=weight_decay,
+             epochs=epochs, seed=seed)
+    if img_size != 8:
+        r['interpolation'] = 'bilinear'
+    return r
+
+
+def _figure(curves: List[dict], runs: List[dict], path: Path, title: str) -> None:
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     import numpy as np
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw=dict(width_ratios=[2, 1]))
-    for i, model in enumerate(MODELS):
+    models = list(dict.fromkeys(r['model'] for r in runs))
+    for i, model in enumerate(models):
         seeds = sorted({r['seed'] for r in curves if r['model'] == model})
         err = np.array([[r['eval_top1_err'] for r in curves if r['model'] == model and r['seed'] == s]
                         for s in seeds])
@@ -92,9 +103,9 @@ def _figure(curves: List[dict], runs: List[dict], path: Path) -> None:
     ax.set_xlabel('epoch')
     ax.set_ylabel('test error (%)')
     ax.set_yscale('log')
-    ax.set_title('8×8 digits: x ↦ B_c B_2 ReLU(B_1 x), n = 64')
+    ax.set_title(title)
     ax.legend()
-    bx.set_xticks(range(len(MODELS)), ['Monarch', 'Kronecker'])
+    bx.set_xticks(range(len(models)), ['Monarch' if 'monarch' in m else 'Kronecker' for m in models])
     bx.set_ylabel('final test error (%)')
     bx.set_title('final epoch, mean ± sd')
     fig.tight_layout()
@@ -108,6 +119,10 @@ def main() -> None:
     p.add_argument('--seeds', type=int, default=5, help='seeds 0..N-1 (default 5, as C.1)')
     p.add_argument('--epochs', type=int, default=200, help='epochs (default 200, as C.1)')
     p.add_argument('--jobs', type=int, default=2, help='runs at a time, one thread each (default 2)')
+    p.add_argument('--img-size', type=int, default=8, choices=(8, 28),
+                   help='8: the digits as they are (n = 64); 28: upsampled to MNIST\'s 28×28 (n = 784)')
+    p.add_argument('--weight-decay', type=float, default=0.05, help='AdamW weight decay (C.1 gives none; '
+                   'default 0.05)')
     args = p.parse_args()
 
     out = Path(args.out)
@@ -119,11 +134,13 @@ def main() -> None:
     from timm_pkmixer.experiments.datasets import write_digits_image_folder
     shutil.rmtree(data, ignore_errors=True)
     write_digits_image_folder(str(data))
+    models = [f'shallow_{s}_{args.img_size}' for s in STRUCTURES]
     paths = []
-    for model in MODELS:
+    for structure, model in zip(STRUCTURES, models):
         for seed in range(args.seeds):
             path = recipes / f'{model}_seed{seed}.yaml'
-            path.write_text(yaml.safe_dump(dict(BASE, model=model, epochs=args.epochs, seed=seed), sort_keys=False))
+            r = recipe(structure, args.img_size, args.weight_decay, args.epochs, seed)
+            path.write_text(yaml.safe_dump(r, sort_keys=False))
             paths.append(path)
     env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1', TIMM_PKMIXER_AUTOLOAD='1')
     wall0, cpu0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -150,7 +167,9 @@ def main() -> None:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
             w.writeheader()
             w.writerows(rows)
-    _figure(curves, runs, out / 'fig2d.png')
+    n = args.img_size ** 2
+    _figure(curves, runs, out / 'fig2d.png', f'digits at {args.img_size}×{args.img_size}: x ↦ B_c B_2 ReLU(B_1 x), '
+            f'n = {n}, wd {args.weight_decay:g}')
 
     import numpy as np
     import timm
@@ -158,7 +177,7 @@ def main() -> None:
 
     import timm_pkmixer
     summary = {}
-    for model in MODELS:
+    for model in models:
         final = [r['final_top1_err'] for r in runs if r['model'] == model]
         n_params = sum(q.numel() for q in timm.create_model(model).parameters())
         summary[model] = dict(params=n_params, final_top1_err_mean=round(float(np.mean(final)), 3),
@@ -166,11 +185,14 @@ def main() -> None:
     meta = dict(
         python=platform.python_version(), torch=torch.__version__, timm=timm.__version__,
         timm_pkmixer=timm_pkmixer.__version__, cpu_count=os.cpu_count(), jobs=args.jobs, seeds=args.seeds,
-        epochs=args.epochs, base_recipe=dict(BASE, epochs=args.epochs), summary=summary,
+        epochs=args.epochs, img_size=args.img_size, n=n, weight_decay=args.weight_decay,
+        base_recipe={k: v for k, v in recipe(STRUCTURES[0], args.img_size, args.weight_decay, args.epochs, 0).items()
+                     if k not in ('model', 'seed')}, summary=summary,
         wall_seconds=round(time.perf_counter() - wall0, 1),
         cpu_seconds=round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 1),
         train_seconds_sum=round(sum(seconds), 1), load_average_end=os.getloadavg(),
-        commands=[f'python benchmarks/fig2d/fig2d.py --train-py TRAIN_PY --out benchmarks/fig2d --seeds {args.seeds} '
+        commands=[f'python benchmarks/fig2d/fig2d.py --train-py TRAIN_PY --out benchmarks/fig2d/{out.name} '
+                  f'--img-size {args.img_size} --weight-decay {args.weight_decay:g} --seeds {args.seeds} '
                   f'--epochs {args.epochs} --jobs {args.jobs}',
                   f'pkmixer train RECIPE --train-py TRAIN_PY --data-dir DIGITS --output RUNS --experiment NAME   '
                   f'(x{len(paths)}, {args.jobs} at a time)'])

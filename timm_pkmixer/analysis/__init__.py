@@ -19,7 +19,7 @@ The formulas here are tested against independent references (the feature-space f
 Song et al.'s U-statistic summed over all 4-tuples of distinct examples) and the invariances of CKA.
 """
 from .cka import HsicAccumulator, gram, hsic_biased, hsic_unbiased, linear_cka
-from .compare import CkaMatrix, cka_matrix
+from .compare import CkaMatrix, cka_matrix, random_batches
 from .features import capture_branches, mixing_branches
 from .spectra import (
     FIG4_DIMS,
@@ -39,7 +39,7 @@ from .weights import fig_s9_weights, paper_vec_order, pk_effective_weight
 from .width_table import width_report
 
 __all__ = ['HsicAccumulator', 'gram', 'hsic_biased', 'hsic_unbiased', 'linear_cka', 'CkaMatrix', 'cka_matrix',
-           'capture_branches', 'mixing_branches', 'FIG4_DIMS', 'FIG4_TOKENS', 'c_gamma', 'effective_singular_values',
-           'fig4_spectra', 'fig_s1_spectra', 'init_edge', 'mixing_fc_layers', 'mp_edge', 'sparse_edge',
-           'spectra_table', 'top_singular_value', 'fig_s9_weights', 'paper_vec_order', 'pk_effective_weight',
-           'width_report']
+           'random_batches', 'capture_branches', 'mixing_branches', 'FIG4_DIMS', 'FIG4_TOKENS', 'c_gamma',
+           'effective_singular_values', 'fig4_spectra', 'fig_s1_spectra', 'init_edge', 'mixing_fc_layers', 'mp_edge',
+           'sparse_edge', 'spectra_table', 'top_singular_value', 'fig_s9_weights', 'paper_vec_order',
+           'pk_effective_weight', 'width_report']
