@@ -1,13 +1,20 @@
 """Fig. 2(d) at CPU scale: shallow Monarch vs Kronecker MLPs, x ↦ B_c B_2 ReLU(B_1 x), on the 8×8 digits.
 
 The paper (§3.3, C.1) trains both on MNIST (AdamW, 200 epochs, cosine from lr 0.01, five seeds) and reports
-comparable test errors. MNIST cannot be downloaded on the machine this was run on, so this script trains
-``shallow_monarch_8`` and ``shallow_kron_8`` (n = 64: Monarch L, R with 8 blocks of 8 × 8; Kronecker V, W 8 × 8)
-on scikit-learn's bundled 8×8 digits (``timm_pkmixer.experiments.datasets.write_digits_image_folder``: stratified 50/50
-split, 898 train / 899 validation images, written into ``OUT/digits``, not committed) with timm's unmodified
-train.py through ``pkmixer train``, with C.1's optimiser and schedule: AdamW, lr 0.01, cosine, no warm-up;
-batch 128, weight decay 0.05 (not given in C.1), no augmentation, no label smoothing. Runs go two at a time
-with one thread each. It writes
+comparable test errors; it states no weight decay. MNIST cannot be downloaded on the machine this was run on, so
+this script trains ``shallow_monarch_N`` and ``shallow_kron_N`` on scikit-learn's bundled 8×8 digits
+(``timm_pkmixer.experiments.datasets.write_digits_image_folder``: stratified 50/50 split, 898 train / 899
+validation images, written into ``OUT/digits``, not committed) with timm's unmodified train.py through
+``pkmixer train``, with C.1's optimiser and schedule: AdamW, lr 0.01, cosine, no warm-up; batch 128, the given
+weight decay (default 0.05), no augmentation, no label smoothing. Two input sizes:
+
+* ``--img-size 8``: the digits as they are, n = 64 (``shallow_*_8``: Monarch L, R with 8 blocks of 8 × 8;
+  Kronecker V, W 8 × 8);
+* ``--img-size 28``: the digits upsampled to MNIST's 28 × 28 by timm's transforms (bilinear Resize, crop_pct 1),
+  n = 784, the paper's input size (``shallow_*_28``: 28 blocks of 28 × 28; V, W 28 × 28). The same 898 images:
+  the paper's size, not its data.
+
+Runs go JOBS at a time with one thread each. It writes
 
     OUT/runs.csv     one row per run: model, seed, epochs, final and best top-1 error, train loss, seconds
     OUT/fig2d.png    test error per epoch, mean ± sd over seeds, and the final errors
@@ -17,7 +24,8 @@ with one thread each. It writes
 
 The MNIST recipe (the paper's setting) is ``train_recipes/mnist/shallow_monarch_28.yaml`` (and ``shallow_kron_28``).
 
-    python benchmarks/fig2d/fig2d.py --train-py pytorch-image-models/train.py --out benchmarks/fig2d
+    python benchmarks/fig2d/fig2d.py --train-py pytorch-image-models/train.py --out benchmarks/fig2d/n64_wd0.05 \
+        [--img-size 8] [--weight-decay 0.05] [--seeds 5] [--epochs 200] [--jobs 2]
 """
 import argparse
 import concurrent.futures
