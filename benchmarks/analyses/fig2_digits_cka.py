@@ -8,8 +8,10 @@ sets, merged into compact CSVs.
 
 Each set runs `pkmixer analyze cka` on the runs' validation split (899 images) in random mini-batches of 256
 drawn with --batch-seed (default 0), and again in one batch of all 899 (the full-batch CKA that random
-mini-batches should agree with). Writes into RESULTS: ``cka_summary.csv`` (one row per pair: mean diagonal, mean
-of the matrix, batches, batch seed, the full-batch mean diagonal), ``cka_matrices.csv`` (every matrix, long
+mini-batches should agree with), and through the library in batches of 256 read in the folder's own order
+(sorted by class: the biased estimate the command gave before its batches were random, kept for comparison).
+Writes into RESULTS: ``cka_summary.csv`` (one row per pair: mean diagonal, mean of the matrix, batches, batch
+seed, the full-batch and the class-sorted mean diagonal), ``cka_matrices.csv`` (every matrix, long
 form), ``training.csv`` (each run's accuracy and train wall time, from OUT/runs and OUT/meta.json), per set the
 heatmaps of p = 1 and p = 1/16 and the density figure, and ``meta.json`` (each set's command, wall and CPU
 seconds, versions).
@@ -74,7 +76,27 @@ def run_set(name: str, runs: List[str], runs_dir: Path, dest: Path, batch_seed: 
                 cpu_system_seconds=round(cpu1.ru_stime - cpu0.ru_stime, 2), printed=printed)
 
 
-def merge(results: Path, names: List[str]) -> None:
+def class_sorted_diagonals(runs_dir: Path, members: List[str], data_dir: Path) -> Dict[str, float]:
+    """Model B -> the mean diagonal CKA in batches of 256 read in the folder's own order (sorted by class), as
+    `pkmixer analyze cka` computed it before its batches were random: kept to show that estimator's bias."""
+    import torch
+    from timm.data import create_dataset, create_transform, resolve_data_config
+
+    from timm_pkmixer.analysis import cka_matrix
+    from timm_pkmixer.publish.checkpoint_file import build_validated_model, read_checkpoint
+
+    def load(name):
+        ckpt = read_checkpoint(str(runs_dir / name / 'last.pth.tar'))
+        return build_validated_model(ckpt.train_args['model'], ckpt, None)[0], ckpt.train_args
+
+    model_a, train_args = load(members[0])
+    dataset = create_dataset('', root=str(data_dir), split='validation', is_training=False)
+    dataset.transform = create_transform(**resolve_data_config(train_args, model=model_a), is_training=False)
+    in_order = torch.utils.data.DataLoader(dataset, batch_size=256, shuffle=False)
+    return {name: cka_matrix(model_a, load(name)[0], in_order).mean_diagonal for name in members[1:]}
+
+
+def merge(results: Path, names: List[str], sorted_values: Dict[str, Dict[str, float]]) -> None:
     """Per-set CSVs -> cka_summary.csv (with the full-batch mean diagonal of the same pair) and
     cka_matrices.csv (long form); the per-set CSVs are removed."""
     summary, matrices = [], []
@@ -82,7 +104,8 @@ def merge(results: Path, names: List[str]) -> None:
         folder, full = results / name, results / f'{name}_full'
         full_rows = {r['model_b']: r for r in _read(full / 'cka_summary.csv')}
         for row in _read(folder / 'cka_summary.csv'):
-            summary.append(dict(set=name, **row, mean_diagonal_full_batch=full_rows[row['model_b']]['mean_diagonal']))
+            summary.append(dict(set=name, **row, mean_diagonal_full_batch=full_rows[row['model_b']]['mean_diagonal'],
+                                mean_diagonal_class_sorted=f"{sorted_values[name][row['model_b']]:.6g}"))
             for line in _read(folder / f"cka_{row['model_b']}.csv"):
                 feature_a = line.pop('feature_a')
                 matrices += [dict(set=name, model_a=row['model_a'], model_b=row['model_b'], feature_a=feature_a,
@@ -135,7 +158,9 @@ def main() -> None:
         meta['sets'][f'{name}_full_batch'] = run_set(name, members, runs_dir, results / f'{name}_full',
                                                      args.batch_seed, '--batch-size', '899', '--no-figures')
         print(f"{name}: {meta['sets'][name]['wall_seconds']} s", flush=True)
-    merge(results, args.sets)
+    data = runs_dir.parent / 'digits'  # where fig2_digits.py wrote the ImageFolder
+    sorted_values = {name: class_sorted_diagonals(runs_dir, sets()[name], data) for name in args.sets}
+    merge(results, args.sets, sorted_values)
     train_meta = json.loads((runs_dir.parent / 'meta.json').read_text())
     _write(results / 'training.csv', training_table(runs_dir, train_meta.get('train', {})))
     meta['training'] = {k: train_meta.get(k) for k in ('epochs', 'threads', 'jobs', 'train_command')}

@@ -74,6 +74,11 @@ def _train(recipe: Path, runs: Path, data: Path, train_py: str, env: dict) -> fl
     return time.perf_counter() - start
 
 
+def _finished(run: Path, epochs: int) -> bool:
+    summary = run / 'summary.csv'
+    return summary.is_file() and len(summary.read_text().strip().splitlines()) == epochs + 1
+
+
 def _read_summary(path: Path) -> List[Dict[str, float]]:
     with open(path) as f:
         return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
@@ -131,6 +136,10 @@ def main() -> None:
                    help='8: the digits as they are (n = 64); 28: upsampled to MNIST\'s 28×28 (n = 784)')
     p.add_argument('--weight-decay', type=float, default=0.05, help='AdamW weight decay (C.1 gives none; '
                    'default 0.05)')
+    p.add_argument('--collect', action='store_true',
+                   help='train nothing: tabulate the runs under OUT/scratch that finished every epoch (seconds from '
+                        'their files\' times)')
+    p.add_argument('--note', default='', help='a sentence for meta.json')
     args = p.parse_args()
 
     out = Path(args.out)
@@ -140,22 +149,37 @@ def main() -> None:
         d.mkdir(parents=True, exist_ok=True)
     (out / '.gitignore').write_text('scratch/\n')
     from timm_pkmixer.experiments.datasets import write_digits_image_folder
-    shutil.rmtree(data, ignore_errors=True)
-    write_digits_image_folder(str(data))
+    if not args.collect:
+        shutil.rmtree(data, ignore_errors=True)
+        write_digits_image_folder(str(data))
     models = [f'shallow_{s}_{args.img_size}' for s in STRUCTURES]
     paths = []
     for structure, model in zip(STRUCTURES, models):
         for seed in range(args.seeds):
             path = recipes / f'{model}_seed{seed}.yaml'
             r = recipe(structure, args.img_size, args.weight_decay, args.epochs, seed)
-            path.write_text(yaml.safe_dump(r, sort_keys=False))
+            if not args.collect:
+                path.write_text(yaml.safe_dump(r, sort_keys=False))
             paths.append(path)
     env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1', TIMM_PKMIXER_AUTOLOAD='1')
     wall0, cpu0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        seconds = list(pool.map(lambda r: _train(r, runs_dir, data, args.train_py, env), paths))
+    if args.collect:
+        paths = [r for r in paths if _finished(runs_dir / r.stem, args.epochs)]
+        seconds = [(runs_dir / r.stem / 'summary.csv').stat().st_mtime
+                   - (runs_dir / r.stem / 'args.yaml').stat().st_mtime for r in paths]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            seconds = list(pool.map(lambda r: _train(r, runs_dir, data, args.train_py, env), paths))
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
 
+    runs, curves = _tabulate(paths, seconds, runs_dir)
+    _write_outputs(args, out, work, models, paths, runs, curves, seconds,
+                   wall=None if args.collect else time.perf_counter() - wall0,
+                   cpu=None if args.collect else cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime)
+
+
+def _tabulate(paths: List[Path], seconds: List[float], runs_dir: Path):
+    """(one row per run, one row per run and epoch) from the runs' summary.csv."""
     runs, curves = [], []
     for path, secs in zip(paths, seconds):
         cfg = yaml.safe_load(path.read_text())
@@ -170,6 +194,11 @@ def main() -> None:
                          best_top1_err=round(100 - max(r['eval_top1'] for r in rows), 4),
                          final_eval_loss=round(last['eval_loss'], 5), final_train_loss=round(last['train_loss'], 5),
                          seconds=round(secs, 1)))
+    return runs, curves
+
+
+def _write_outputs(args, out: Path, work: Path, models: List[str], paths: List[Path], runs: List[dict],
+                   curves: List[dict], seconds: List[float], wall, cpu) -> None:
     for path, rows in ((out / 'runs.csv', runs), (work / 'curves.csv', curves)):
         with open(path, 'w', newline='') as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -196,8 +225,8 @@ def main() -> None:
         epochs=args.epochs, img_size=args.img_size, n=n, weight_decay=args.weight_decay,
         base_recipe={k: v for k, v in recipe(STRUCTURES[0], args.img_size, args.weight_decay, args.epochs, 0).items()
                      if k not in ('model', 'seed')}, summary=summary,
-        wall_seconds=round(time.perf_counter() - wall0, 1),
-        cpu_seconds=round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 1),
+        wall_seconds=None if wall is None else round(wall, 1), cpu_seconds=None if cpu is None else round(cpu, 1),
+        runs=[p.stem for p in paths], note=args.note or None,
         train_seconds_sum=round(sum(seconds), 1), load_average_end=os.getloadavg(),
         commands=[f'python benchmarks/fig2d/fig2d.py --train-py TRAIN_PY --out benchmarks/fig2d/{out.name} '
                   f'--img-size {args.img_size} --weight-decay {args.weight_decay:g} --seeds {args.seeds} '
