@@ -134,3 +134,9 @@ def test_density_figure_labels_each_model_by_its_family(tmp_path, monkeypatch):
     with pytest.raises(InvalidArgumentError, match='one entry per model B, got 2, 2 and 1'):
         figures_module.plot_cka_vs_density([1, 0.5], [0.6, 0.7], str(tmp_path / 'g.png'), 'mixer',
                                            families=['SW-MLP'])
+
+
+def test_cli_refuses_a_negative_batch_seed(capsys):
+    code = main(['analyze', 'cka', 'A', 'B', '--batch-seed', '-1', '--out-dir', 'X'])
+    err = capsys.readouterr().err
+    assert code == 2 and 'argument --batch-seed: batch-seed must be a non-negative integer, got -1' in err and 'Traceback' not in err

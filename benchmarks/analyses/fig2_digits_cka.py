@@ -117,9 +117,11 @@ def merge(results: Path, names: List[str], sorted_values: Dict[str, Dict[str, fl
     _write(results / 'cka_matrices.csv', matrices)
 
 
-def training_table(runs_dir: Path, train_meta: dict) -> List[dict]:
+def training_table(runs_dir: Path, train_meta: dict, names: List[str]) -> List[dict]:
+    """One row per run of the given sets: model, density, seed, epochs, final and best top-1, train wall time
+    (as fig2_digits.py recorded it; else from the run's files: last summary.csv write − args.yaml write)."""
     rows = []
-    for name in sorted({r for members in sets().values() for r in members}, key=lambda r: (r[-1], r)):
+    for name in sorted({r for s in names for r in sets()[s]}, key=lambda r: (r[-1], r)):
         args = yaml.safe_load((runs_dir / name / 'args.yaml').read_text())
         epochs = _read(runs_dir / name / 'summary.csv')
         top1 = [float(e['eval_top1']) for e in epochs]
@@ -127,7 +129,9 @@ def training_table(runs_dir: Path, train_meta: dict) -> List[dict]:
                          density=args['model_kwargs'].get('density', 1 / args['model_kwargs']['embed_dim']),
                          seed=args['seed'], epochs=len(epochs), final_eval_top1=round(top1[-1], 2),
                          best_eval_top1=round(max(top1), 2),
-                         train_wall_seconds=train_meta.get(name, {}).get('wall_seconds', '')))
+                         train_wall_seconds=train_meta.get(name, {}).get('wall_seconds') or round(
+                             (runs_dir / name / 'summary.csv').stat().st_mtime
+                             - (runs_dir / name / 'args.yaml').stat().st_mtime, 1)))
     return rows
 
 
@@ -142,10 +146,12 @@ def main() -> None:
     import numpy
     import timm
     import torch
+    seeds = ' '.join(sorted({m[-1] for s in args.sets for m in sets()[s]}))
     meta = dict(note='Each set is one `pkmixer analyze cka` run (random mini-batches of 256 drawn with the batch '
                      'seed; RUNS = OUT/runs of `python benchmarks/analyses/fig2_digits.py --train-py TRAIN_PY '
-                     '--out OUT --seeds 0 1`). Regenerate these files: `python benchmarks/analyses/fig2_digits_cka.py '
-                     f'--runs OUT/runs --results benchmarks/analyses/fig2_digits --batch-seed {args.batch_seed}`.',
+                     f'--out OUT --seeds {seeds}`). Regenerate these files: `python '
+                     'benchmarks/analyses/fig2_digits_cka.py --runs OUT/runs --results benchmarks/analyses/fig2_digits '
+                     f'--batch-seed {args.batch_seed} --sets {" ".join(args.sets)}`.',
                 torch=torch.__version__, timm=timm.__version__, numpy=numpy.__version__,
                 python=platform.python_version(), machine='2 CPU cores shared by about 7 agents',
                 batch_seed=args.batch_seed, sets={})
@@ -162,7 +168,7 @@ def main() -> None:
     sorted_values = {name: class_sorted_diagonals(runs_dir, sets()[name], data) for name in args.sets}
     merge(results, args.sets, sorted_values)
     train_meta = json.loads((runs_dir.parent / 'meta.json').read_text())
-    _write(results / 'training.csv', training_table(runs_dir, train_meta.get('train', {})))
+    _write(results / 'training.csv', training_table(runs_dir, train_meta.get('train', {}), args.sets))
     meta['training'] = {k: train_meta.get(k) for k in ('epochs', 'threads', 'jobs', 'train_command')}
     (results / 'meta.json').write_text(json.dumps(meta, indent=1) + '\n')
 
