@@ -24,7 +24,7 @@ Runs go JOBS at a time with one thread each. It writes
 
 The MNIST recipe (the paper's setting) is ``train_recipes/mnist/shallow_monarch_28.yaml`` (and ``shallow_kron_28``).
 
-    python benchmarks/fig2d/fig2d.py --train-py pytorch-image-models/train.py --out benchmarks/fig2d/n64_wd0.05 \
+    python benchmarks/fig2d/fig2d.py --train-py pytorch-image-models/train.py --out benchmarks/fig2d/n64_wd0.05_e200 \
         [--img-size 8] [--weight-decay 0.05] [--seeds 5] [--epochs 200] [--jobs 2]
 """
 import argparse
