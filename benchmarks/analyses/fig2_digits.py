@@ -9,9 +9,11 @@ ImageFolder by `timm_pkmixer.experiments.datasets.write_digits_image_folder`, no
 * SW-MLPs: 6 MLP blocks of width m = 256, hidden γm = 512, density p = 2^-n (n = 0..8), the same per-patch FC
   (12 → 16, so S0·C = m and the input layer is the identity), `sw_mlp_o18_32` with its shape arguments overridden;
 * training as `benchmarks/paper_experiments.py`: AdamW lr 0.01, weight decay 0.05, cosine, 2 warm-up epochs,
-  batch 128, no augmentation, EPOCHS epochs, the given train.py seeds, one run at a time on one thread.
+  batch 128, no augmentation, EPOCHS epochs, the given train.py seeds, JOBS runs at a time (default one), one
+  thread each.
 
-    python benchmarks/analyses/fig2_digits.py --train-py /path/to/timm/train.py --out OUT [--epochs 40] [--seeds 0 1]
+    python benchmarks/analyses/fig2_digits.py --train-py /path/to/timm/train.py --out OUT [--epochs 40] [--seeds 0 1] \
+        [--jobs 1]
 
 then, from the repository root,
 
@@ -21,6 +23,7 @@ Checkpoints stay under OUT/runs (git-ignored); args.yaml and summary.csv of each
 records the commands and times. A run that already finished every epoch is not trained again.
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import platform
@@ -73,6 +76,7 @@ def main() -> None:
     p.add_argument('--out', required=True, help='output folder')
     p.add_argument('--epochs', type=int, default=40)
     p.add_argument('--seeds', type=int, nargs='+', default=[0], help="train.py --seed values (default 0)")
+    p.add_argument('--jobs', type=int, default=1, help='runs at a time, one thread each (default 1)')
     args = p.parse_args()
 
     out = Path(args.out)
@@ -90,16 +94,16 @@ def main() -> None:
     import timm
     import torch
     meta.update(python=platform.python_version(), torch=torch.__version__, timm=timm.__version__,
-                epochs=args.epochs, threads=1)
+                epochs=args.epochs, threads=1, jobs=args.jobs)
     train_meta = meta.setdefault('train', {})
     todo = {name: r for seed in args.seeds for name, r in recipes(args.epochs, seed).items()}
     for name, recipe in todo.items():
         path = out / 'recipes' / f'{name}.yaml'
         path.write_text(yaml.safe_dump(dict(recipe, experiment=name), sort_keys=False))
-        if _finished(runs / name, args.epochs):
-            continue
-        cmd = [sys.executable, '-m', 'timm_pkmixer', 'train', str(path), '--train-py', args.train_py,
-               '--data-dir', str(data), '--output', str(runs)]
+
+    def train(name: str) -> float:
+        cmd = [sys.executable, '-m', 'timm_pkmixer', 'train', str(out / 'recipes' / f'{name}.yaml'),
+               '--train-py', args.train_py, '--data-dir', str(data), '--output', str(runs)]
         start = time.perf_counter()
         with open(runs / f'{name}.log', 'w') as f:
             proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
@@ -107,11 +111,18 @@ def main() -> None:
             raise SystemExit(f'failed ({proc.returncode}): {shlex.join(cmd)}; see {runs / name}.log')
         for ckpt in (runs / name).glob('checkpoint-*.pth.tar'):
             ckpt.unlink()
-        train_meta[name] = dict(wall_seconds=round(time.perf_counter() - start, 1))
-        meta['train_command'] = ('pkmixer train recipes/NAME.yaml --train-py TRAIN_PY --data-dir digits '
-                                 '--output runs   (one run at a time, OMP_NUM_THREADS=1)')
-        meta_path.write_text(json.dumps(meta, indent=1))
-        print(f'{name}: {train_meta[name]["wall_seconds"]} s', flush=True)
+        return time.perf_counter() - start
+
+    names = [name for name in todo if not _finished(runs / name, args.epochs)]
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        futures = {pool.submit(train, name): name for name in names}
+        for future in concurrent.futures.as_completed(futures):
+            name = futures[future]
+            train_meta[name] = dict(wall_seconds=round(future.result(), 1), jobs=args.jobs)
+            meta['train_command'] = ('pkmixer train recipes/NAME.yaml --train-py TRAIN_PY --data-dir digits '
+                                     '--output runs   (JOBS runs at a time, OMP_NUM_THREADS=1)')
+            meta_path.write_text(json.dumps(meta, indent=1))
+            print(f'{name}: {train_meta[name]["wall_seconds"]} s', flush=True)
 
 
 if __name__ == '__main__':

@@ -22,7 +22,7 @@ Song et al.'s U-statistic summed over all 4-tuples of distinct examples) and the
 """
 from ..width_table import width_report
 from .cka import HsicAccumulator, gram, hsic_biased, hsic_unbiased, linear_cka
-from .compare import CkaMatrix, cka_matrix
+from .compare import CkaMatrix, cka_matrix, random_batches
 from .cost import COST_SIZES, count_costs, table_s3
 from .features import capture_branches, mixing_branches
 from .spectra import (
@@ -42,7 +42,7 @@ from .spectra import (
 from .weights import fig_s9_weights, paper_vec_order, pk_effective_weight
 
 __all__ = ['HsicAccumulator', 'gram', 'hsic_biased', 'hsic_unbiased', 'linear_cka', 'CkaMatrix', 'cka_matrix',
-           'capture_branches', 'mixing_branches', 'FIG4_DIMS', 'FIG4_TOKENS', 'c_gamma', 'effective_singular_values',
-           'fig4_spectra', 'fig_s1_spectra', 'init_edge', 'mixing_fc_layers', 'mp_edge', 'sparse_edge',
-           'spectra_table', 'top_singular_value', 'fig_s9_weights', 'paper_vec_order', 'pk_effective_weight',
-           'width_report', 'COST_SIZES', 'count_costs', 'table_s3']
+           'random_batches', 'capture_branches', 'mixing_branches', 'FIG4_DIMS', 'FIG4_TOKENS', 'c_gamma',
+           'effective_singular_values', 'fig4_spectra', 'fig_s1_spectra', 'init_edge', 'mixing_fc_layers', 'mp_edge',
+           'sparse_edge', 'spectra_table', 'top_singular_value', 'fig_s9_weights', 'paper_vec_order',
+           'pk_effective_weight', 'width_report', 'COST_SIZES', 'count_costs', 'table_s3']

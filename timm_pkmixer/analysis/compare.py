@@ -1,4 +1,5 @@
-"""`cka_matrix`: mini-batch CKA between the mixing branches of two models (Fig. 2(b), (c); C.1)."""
+"""`cka_matrix`: mini-batch CKA between the mixing branches of two models (Fig. 2(b), (c); C.1), and
+`random_batches`, the random mini-batches it averages over."""
 import itertools
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, List, Optional, Tuple
@@ -11,7 +12,9 @@ from ..errors import InvalidArgumentError
 from .cka import HsicAccumulator, check_self_hsic, gram
 from .features import capture_branches, mixing_branches
 
-__all__ = ['CkaMatrix', 'cka_matrix']
+__all__ = ['CkaMatrix', 'cka_matrix', 'random_batches', 'MIN_BATCH']
+
+MIN_BATCH = 4  # the unbiased HSIC needs 4 examples a batch
 
 
 @dataclass
@@ -24,9 +27,37 @@ class CkaMatrix:
     batches: int
 
     @property
+    def square(self) -> bool:
+        """Whether the features pair one to one (as many of A as of B), so that the diagonal means something."""
+        return self.matrix.shape[0] == self.matrix.shape[1]
+
+    @property
     def mean_diagonal(self) -> float:
-        """Mean of the diagonal entries (Fig. 2(a)); of the leading square part if the matrix is not square."""
+        """Mean of the diagonal entries (Fig. 2(a): feature k of A against feature k of B). Only for a square
+        matrix: with unequal feature counts the k-th features are not counterparts, so this refuses."""
+        if not self.square:
+            rows, cols = self.matrix.shape
+            raise InvalidArgumentError(f'mean_diagonal needs a square CKA matrix (features paired one to one); '
+                                       f'this one is {rows} × {cols} ({rows} features of model A, {cols} of model B)')
         return float(np.mean(np.diagonal(self.matrix)))
+
+
+def random_batches(count: int, batch_size: int, seed: int, num_samples: Optional[int] = None) -> List[List[int]]:
+    """Random mini-batches of example indices for mini-batch CKA: a permutation of ``range(count)`` drawn with
+    `seed` (torch's generator), cut to the first `num_samples`, split into batches of `batch_size`. Nguyen et al.
+    average HSIC over random batches: batches read in dataset order (an image folder is sorted by class) each
+    hold a few classes and bias the estimate. A last batch of fewer than 4 examples is dropped (unbiased HSIC).
+    """
+    if batch_size < MIN_BATCH:
+        raise InvalidArgumentError(f'batch_size must be at least {MIN_BATCH} (the unbiased HSIC), got {batch_size}')
+    if num_samples is not None and num_samples < 1:
+        raise InvalidArgumentError(f'num_samples must be positive, got {num_samples}')
+    n = count if num_samples is None else min(num_samples, count)
+    if n < MIN_BATCH:
+        raise InvalidArgumentError(f'mini-batch CKA needs at least {MIN_BATCH} examples, got {n}')
+    order = torch.randperm(count, generator=torch.Generator().manual_seed(seed))[:n].tolist()
+    batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
+    return batches if len(batches[-1]) >= MIN_BATCH else batches[:-1]
 
 
 def _inputs(batch: Any) -> torch.Tensor:
@@ -77,7 +108,8 @@ def cka_matrix(
         model_a: A PK-family Mixer or SW-MLP (run in eval mode, restored afterwards).
         model_b: Another (or the same) model.
         batches: Input batches (B, C, H, W), or (input, target) pairs; each batch needs B ≥ 4 (unbiased HSIC).
-            The HSIC terms are summed over the batches, then the ratio is taken.
+            The HSIC terms are summed over the batches, then the ratio is taken. The batches should be random
+            draws of the data (`random_batches`), not consecutive runs of a class-sorted dataset.
         batches_b: The same examples, transformed for `model_b` (another normalisation); default `batches`.
     """
     names_a = [n for n, _ in mixing_branches(model_a)]

@@ -5,6 +5,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from .._matplotlib import require_matplotlib
+from ..errors import InvalidArgumentError
 from .compare import CkaMatrix
 
 __all__ = ['plot_cka_matrix', 'plot_cka_vs_density', 'plot_fig4', 'plot_fig_s1', 'plot_layer_spectra']
@@ -32,16 +33,26 @@ def plot_cka_matrix(result: CkaMatrix, path: str, label_a: str, label_b: str) ->
 
 
 def plot_cka_vs_density(densities: Sequence[float], means: Sequence[float], path: str, label_a: str,
-                        mixer_density: Optional[float] = None) -> None:
-    """Fig. 2(a): mean diagonal CKA against the SW-MLP's density p (log scale), with the Mixer's own p."""
+                        mixer_density: Optional[float] = None, families: Optional[Sequence[str]] = None) -> None:
+    """Fig. 2(a): mean diagonal CKA against model B's density p (log scale), with the Mixer's own p. `families`
+    (each B's ``describe().family``, default all 'SW-MLP') gives one labelled series per family, so that a
+    Mixer passed for comparison is not drawn as an SW-MLP."""
+    if families is None:
+        families = ['SW-MLP'] * len(densities)
+    if not len(densities) == len(means) == len(families):
+        raise InvalidArgumentError(f'densities, means and families must have one entry per model B, got '
+                                   f'{len(densities)}, {len(means)} and {len(families)}')
     figure = require_matplotlib()(figsize=(4.6, 3.4))
     ax = figure.add_subplot()
-    order = np.argsort(densities)
-    ax.plot(np.asarray(densities)[order], np.asarray(means)[order], 'o-', label=f'{label_a} vs SW-MLP')
+    d, m, f = np.asarray(densities, dtype=float), np.asarray(means, dtype=float), np.asarray(families)
+    for k, family in enumerate(dict.fromkeys(families)):
+        keep = f == family
+        order = np.argsort(d[keep])
+        ax.plot(d[keep][order], m[keep][order], 'os^vD'[k % 5] + '-', label=f'{label_a} vs {family}')
     if mixer_density is not None:
         ax.axvline(mixer_density, color='gray', ls='--', label=f"Mixer's p = {mixer_density:.3g}")
     ax.set_xscale('log', base=2)
-    ax.set_xlabel('SW-MLP density p')
+    ax.set_xlabel('density p of model B')
     ax.set_ylabel('mean diagonal CKA')
     ax.legend(fontsize=8)
     figure.tight_layout()

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 from ..errors import InvalidArgumentError
-from ..validation import cli_type, positive_real, real
+from ..validation import cli_type, non_negative_int, positive_real, real
 from ._common import POSITIVE_INT, add_command, add_model_options
 
 __all__ = ['add_commands']
@@ -84,9 +84,12 @@ def _data_config(train_args: Dict[str, Any], model: Any) -> Dict[str, Any]:
 
 
 def _loader(args: argparse.Namespace, train_args: Dict[str, Any], config: Dict[str, Any]):
-    """Batches of the evaluation split, in a fixed order (the same examples for every model)."""
+    """Random mini-batches of the evaluation split (`random_batches` with --batch-seed): the same batches of the
+    same examples for every model."""
     import torch
     from timm.data import create_dataset, create_transform
+
+    from ..analysis import random_batches
     data_dir = args.data_dir or train_args.get('data_dir')
     if not data_dir:
         raise InvalidArgumentError('give --data-dir (the run does not record its data_dir)')
@@ -100,11 +103,8 @@ def _loader(args: argparse.Namespace, train_args: Dict[str, Any], config: Dict[s
     count = len(dataset) if args.num_samples is None else min(args.num_samples, len(dataset))
     if count < 4:
         raise InvalidArgumentError(f'{data_dir} split {split!r} holds {count} examples; CKA needs at least 4')
-    index = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(0))[:count].sort().values
-    subset = torch.utils.data.Subset(dataset, index.tolist())
-    rest = count % args.batch_size
-    return torch.utils.data.DataLoader(subset, batch_size=args.batch_size, shuffle=False, num_workers=0,
-                                       drop_last=0 < rest < 4)  # the unbiased HSIC needs 4 examples a batch
+    batches = random_batches(len(dataset), args.batch_size, args.batch_seed, args.num_samples)
+    return torch.utils.data.DataLoader(dataset, batch_sampler=batches, num_workers=0)
 
 
 _FOLDER_DATASETS = ('', 'folder', 'image_folder', 'torch/folder', 'torch/image_folder')
@@ -178,20 +178,26 @@ def run_cka(args: argparse.Namespace) -> int:
                 for name, line in zip(result.names_a, result.matrix)]
         _write_csv(out / f'cka_{_safe(label_b)}.csv', rows)
         desc_b = model_b.describe()
+        diagonal = result.mean_diagonal if result.square else ''  # no counterpart features: no diagonal
         summary.append(dict(model_a=label_a, model_b=label_b, family_b=desc_b.family, density_b=float(desc_b.density),
-                            mean_diagonal=result.mean_diagonal, mean_all=float(result.matrix.mean()),
+                            mean_diagonal=diagonal, mean_all=float(result.matrix.mean()),
                             rows=len(result.names_a), cols=len(result.names_b),
-                            examples=result.examples, batches=result.batches))
-        print(f'{label_a} vs {label_b} ({desc_b.family}, p = {desc_b.density:.4g}): mean diagonal CKA '
-              f'{result.mean_diagonal:.4f} over {result.examples} examples', flush=True)
+                            examples=result.examples, batches=result.batches, batch_size=args.batch_size,
+                            batch_seed=args.batch_seed))
+        said = f'mean diagonal CKA {diagonal:.4f}' if result.square else (
+            f'{len(result.names_a)} × {len(result.names_b)} features, no diagonal; mean CKA {result.matrix.mean():.4f}')
+        print(f'{label_a} vs {label_b} ({desc_b.family}, p = {desc_b.density:.4g}): {said} over {result.examples} '
+              f'examples in {result.batches} random batches (seed {args.batch_seed})', flush=True)
         if not args.no_figures:
             from ..analysis.figures import plot_cka_matrix
             plot_cka_matrix(result, str(out / f'cka_{_safe(label_b)}.png'), label_a, label_b)
     _write_csv(out / 'cka_summary.csv', summary)
-    if len(summary) > 1 and not args.no_figures:
+    square = [r for r in summary if r['mean_diagonal'] != '']
+    if len(square) > 1 and not args.no_figures:
         from ..analysis.figures import plot_cka_vs_density
-        plot_cka_vs_density([r['density_b'] for r in summary], [r['mean_diagonal'] for r in summary],
-                            str(out / 'cka_vs_density.png'), label_a, float(desc_a.density))
+        plot_cka_vs_density([r['density_b'] for r in square], [r['mean_diagonal'] for r in square],
+                            str(out / 'cka_vs_density.png'), label_a, float(desc_a.density),
+                            families=[r['family_b'] for r in square])
     print(f'wrote {out} ({time.perf_counter() - start:.1f} s, {args.threads_used})')
     return 0
 
@@ -374,7 +380,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument('--dataset', default=None, help="timm dataset name (default: the run's, '' = image folder)")
     p.add_argument('--split', default=None, help="split to read (default: the run's val_split, else 'validation')")
     p.add_argument('--batch-size', type=POSITIVE_INT, default=256, help='mini-batch size (default 256)')
-    p.add_argument('--num-samples', type=POSITIVE_INT, default=None, help='use a fixed random subset of N examples')
+    p.add_argument('--num-samples', type=POSITIVE_INT, default=None,
+                   help='use a random subset of N examples (drawn with --batch-seed)')
+    p.add_argument('--batch-seed', type=cli_type(non_negative_int, int, 'batch-seed'), default=0,
+                   help='seed of the random mini-batches (default 0; written to cka_summary.csv)')
     p.add_argument('--out-dir', required=True, help='where the CSV files and figures go')
     p.add_argument('--no-figures', action='store_true', help='write the CSV files only')
     _threads_option(p)
