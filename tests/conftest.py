@@ -12,6 +12,7 @@ import timm_pkmixer  # noqa: F401  (explicit registration; the startup hook is t
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 MINI_TRAIN_PY = TESTS / 'mini_train_py.py'  # the stand-in for timm's train.py that trains for real
+RP = 's_mixer_rp_s64c64_32'  # the small RP S-Mixer most tests build
 
 
 def run_python(code: str, env_extra: dict = None, cwd: str = None) -> subprocess.CompletedProcess:
@@ -65,3 +66,12 @@ def launch_env(monkeypatch):
         os.environ.pop('OMP_NUM_THREADS', None)
     else:
         os.environ['OMP_NUM_THREADS'] = omp
+
+
+@pytest.fixture
+def files(tmp_path, launch_env):
+    """A fresh folder (`tmp_path`) as the working directory, with `launch_env`'s clean environment and
+    OMP_NUM_THREADS at torch's thread count; a test file adds what its commands read by overriding it."""
+    launch_env.setenv('OMP_NUM_THREADS', str(torch.get_num_threads()))
+    launch_env.chdir(tmp_path)
+    return tmp_path

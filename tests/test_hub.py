@@ -3,6 +3,7 @@ interpreters, timm's Mixer weights through our pretrained tags, refused checkpoi
 replaced by a local cache (HF_HUB_OFFLINE=1) and the upload by a stand-in for its two network calls."""
 import argparse
 import json
+import math
 import os
 import pathlib
 import re
@@ -18,8 +19,9 @@ from timm.models import get_pretrained_cfg, save_for_hf
 
 from timm_pkmixer.catalog import summarize
 from timm_pkmixer.cli import main as pkmixer
+from timm_pkmixer.errors import CheckpointError
 
-from conftest import randomize_, run_python
+from conftest import RP, randomize_, run_python
 from hf_cache import install_in_hf_cache
 
 RP_NAME = 's_mixer_rp_s64c64_32'
@@ -433,3 +435,30 @@ def test_writing_the_folder_leaves_the_model_as_it_was(tmp_path):
     assert exported['pretrained_cfg']['license'] == 'mit'
     assert exported['model_args'] == checked.model_args.to_json(exclude=('drop_rate', 'proj_drop_rate',
                                                                          'drop_path_rate'))
+
+
+# --------------------------------------------------------------------------------- checkpoints refused before a push
+
+@pytest.mark.parametrize('suffix', ['.safetensors', '.pth'])
+def test_d_truncated_files_are_refused_naming_the_file(tmp_path, suffix):
+    from timm_pkmixer.publish.hub import read_checkpoint
+    sd = timm.create_model(RP).state_dict()
+    path = tmp_path / f'w{suffix}'
+    save_file(sd, str(path)) if suffix == '.safetensors' else torch.save(sd, path)
+    path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2])
+    with pytest.raises(CheckpointError, match=f'{path.name}: cannot be read as a checkpoint, it is truncated or '
+                                              f'corrupt'):
+        read_checkpoint(str(path))
+    path.write_bytes(b'not a checkpoint at all')
+    with pytest.raises(CheckpointError, match='truncated or corrupt'):
+        read_checkpoint(str(path))
+
+
+def test_d_push_refuses_non_finite_weights(tmp_path):
+    from timm_pkmixer.publish.hub import build_validated_model, read_checkpoint
+    sd = timm.create_model(RP).state_dict()
+    sd['blocks.3.norm1.weight'] = torch.full_like(sd['blocks.3.norm1.weight'], math.nan)
+    save_file(sd, str(tmp_path / 'nan.safetensors'))
+    with pytest.raises(CheckpointError, match=r'1 tensors hold NaN or infinite values \(first: '
+                                              r'blocks\.3\.norm1\.weight\); refusing to publish them'):
+        build_validated_model(RP, read_checkpoint(str(tmp_path / 'nan.safetensors')))

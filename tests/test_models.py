@@ -1,4 +1,5 @@
-"""PK-family Mixers: timm equivalence, RP properties, overrides, errors, timm's model interface."""
+"""PK-family Mixers: timm equivalence, RP properties, overrides, errors, timm's model interface; blocks that return
+fresh tensors, forward inputs of the wrong shape refused, tracing with gradients on."""
 import os
 
 import pytest
@@ -7,10 +8,11 @@ import torch
 from safetensors.torch import save_file
 
 from timm_pkmixer import PKMixer
+from timm_pkmixer.errors import InputShapeError
 from timm_pkmixer.layers import FixedPermutation, SkipLayer
 from timm_pkmixer.layers.permutation import derive_permutation
 
-from conftest import randomize_, run_python
+from conftest import RP, randomize_, run_python
 
 
 def _perms(model):
@@ -233,3 +235,39 @@ def test_features_only_and_meta_device():
     bf16 = timm.create_model('s_mixer_rp_s64c64_32', dtype=torch.bfloat16)
     assert bf16.blocks[0].mlp_tokens.fc1.weight.dtype == torch.bfloat16
     assert bf16.blocks[0].mlp_tokens.perm_in.index.dtype == torch.int32  # indices keep their integer dtype
+
+
+# ----------------------------------------------------------------------------------- blocks, forward inputs, tracing
+
+def test_c_blocks_return_fresh_tensors_not_views():
+    model = timm.create_model(RP, num_blocks=2)
+    x = model.stem(torch.randn(2, 3, 32, 32, requires_grad=True))
+    for block in model.blocks:
+        x = block(x)
+        assert x._base is None
+
+
+@pytest.mark.parametrize('name,shape,match', [
+    (RP, (3, 32, 32), r'expected a 4-D input \(B, 3, 32, 32\), got a 3-D tensor of shape \(3, 32, 32\)'),
+    (RP, (1, 1, 3, 32, 32), r'expected a 4-D input \(B, 3, 32, 32\), got a 5-D tensor'),
+    (RP, (2, 1, 32, 32), r"Input channels \(1\) don't match model \(3\): expected \(B, 3, 32, 32\)"),
+    (RP, (2, 3, 32, 16), r"Input width \(16\) doesn't match model \(32\): expected \(B, 3, 32, 32\)"),
+    ('sw_mlp_o18_32', (2, 3, 64, 64), r"Input height \(64\) doesn't match model \(32\): expected \(B, 3, 32, 32\)"),
+])
+def test_f_forward_inputs(name, shape, match):
+    kwargs = dict(width=64, num_blocks=1) if name.startswith('sw') else dict(num_blocks=1)
+    model = timm.create_model(name, **kwargs)
+    for call in (model, model.forward_features, lambda t: model.forward_intermediates(t, output_fmt='NLC')):
+        with pytest.raises(InputShapeError, match=match):
+            call(torch.randn(*shape))
+
+
+def test_g_jit_trace_of_an_rp_model_with_gradients_on():
+    model = randomize_(timm.create_model(RP, num_blocks=2)).eval()
+    x = torch.randn(2, 3, 32, 32)
+    traced = torch.jit.trace(model, x)  # grad mode on: used to fail with "Graphs differed across invocations"
+    with torch.no_grad():
+        assert torch.equal(traced(x), model(x))
+    y = traced(x)
+    y.sum().backward()
+    assert model.blocks[0].mlp_tokens.fc1.weight.grad is not None

@@ -1,5 +1,6 @@
 """The structure of the package: the permutation seam, per-block permutations, one self-description, structure
-checks owned by the layers, arguments that mean what they mean in timm, and the CLI's error convention."""
+checks owned by the layers, arguments that mean what they mean in timm, the CLI's error convention,
+and the meta device (load with assign, to_empty then init_non_persistent_buffers)."""
 import functools
 import math
 import os
@@ -17,10 +18,11 @@ import timm_pkmixer.models.pk_mixer as pk_mixer_module
 import timm_pkmixer.models.sw_mlp as sw_mlp_module
 from timm_pkmixer import CheckpointMismatchError, InvalidArgumentError, ModelDescription
 from timm_pkmixer.catalog import list_pkmixer_models, summarize
+from timm_pkmixer.errors import NotMaterializedError
 from timm_pkmixer.layers import FixedPermutation, IdentityPermutation, MaskedLinear, Transpose
 from timm_pkmixer.layers.gather import GATHER_TABLE, permute, tuned_choices, use_gather_backend
 
-from conftest import randomize_
+from conftest import RP, randomize_
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 MIXED = ['random'] + ['normal'] * 7
@@ -308,3 +310,33 @@ def test_unexpected_errors_keep_their_traceback(monkeypatch):
     monkeypatch.setattr(catalog, 'summarize', broken)  # the command imports it from the catalog when it runs
     with pytest.raises(KeyError, match='a bug'):
         main(['models'])
+
+
+# ------------------------------------------------------------------------------- the meta device and materialisation
+
+def test_c_meta_then_load_with_assign_gives_the_models_permutations():
+    ref = randomize_(timm.create_model(RP, perm_seed=3)).eval()
+    meta = timm.create_model(RP, perm_seed=3, device='meta')
+    meta.load_state_dict(ref.state_dict(), assign=True)
+    for a, b in zip([m for m in meta.modules() if isinstance(m, FixedPermutation)],
+                    [m for m in ref.modules() if isinstance(m, FixedPermutation)]):
+        assert a.index.device.type == 'cpu' and torch.equal(a.index, b.index) and torch.equal(a.inverse, b.inverse)
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(meta.eval()(x), ref(x))
+
+
+@pytest.mark.parametrize('name', [RP, 'sw_mlp_o18_32'])
+def test_c_to_empty_without_init_is_refused_then_init_gives_the_structure(name):
+    kwargs = dict(width=64, num_blocks=2) if name.startswith('sw') else {}
+    model = timm.create_model(name, device='meta', **kwargs)
+    model.to_empty(device='cpu')
+    with pytest.raises(NotMaterializedError, match=r'were never computed.*Call model\.init_non_persistent_buffers\(\)'):
+        model(torch.randn(1, 3, 32, 32))
+    model.init_non_persistent_buffers()
+    ref = timm.create_model(name, **kwargs)
+    for a, b in zip(model.buffers(), ref.buffers()):
+        if a.dtype in (torch.int32, torch.int64, torch.bool):
+            assert torch.equal(a, b)
+    masked = [m for m in model.modules() if isinstance(m, MaskedLinear)]
+    assert all(m._materialized for m in masked)
