@@ -142,3 +142,19 @@ with torch.no_grad():
             want = model.forward_features(images[k])
             assert ((got - want).abs().max() / want.abs().max()).item() <= 1e-5
     assert sum(isinstance(m, FixedPermutation) for m in model.modules()) == 8
+
+
+@pytest.mark.parametrize('name,factor', [('s_mixer_rp_s64c64_32', 2), ('pk_mixer_ss8_32', 3)])
+def test_the_expanded_models_data_config_has_its_own_input_size(name, factor):
+    """timm's preprocessing reads the model's pretrained_cfg: the expanded model's says the grown size (and any test
+    size), or train.py / validate.py would feed it images of the original size."""
+    model = timm.create_model(name, num_blocks=2, embed_dim=16,
+                              pretrained_cfg_overlay=dict(test_input_size=(3, 40, 40)))
+    expanded = expand_resolution(model, factor)
+    data = timm.data.resolve_data_config({}, model=expanded)
+    assert data['input_size'] == (3, 32 * factor, 32 * factor)
+    assert expanded.pretrained_cfg['test_input_size'] == (3, 40 * factor, 40 * factor)
+    assert timm.data.resolve_data_config({}, model=expanded, use_test_size=True)['input_size'] == \
+        (3, 40 * factor, 40 * factor)
+    assert model.pretrained_cfg['input_size'] == (3, 32, 32)  # the original is not changed
+    assert expanded(torch.randn(1, *data['input_size'])).shape == (1, 10)

@@ -101,7 +101,7 @@ def test_dry_run_writes_exactly_the_hub_files(pushed, run_dir):
     cfg = json.loads((folder / 'config.json').read_text())
     assert cfg['architecture'] == RP_NAME and cfg['num_classes'] == 4
     # every override and the permutation seed; no training-only argument (drop_path)
-    assert {k: cfg['model_args'][k] for k in ('num_classes', 'perm_seed')} == {'num_classes': 4, 'perm_seed': 7}
+    assert cfg['model_args']['perm_seed'] == 7 and 'num_classes' not in cfg['model_args']  # once, at the root
     assert not any('drop' in k for k in cfg['model_args'])
     pc = cfg['pretrained_cfg']
     assert pc['input_size'] == [3, 32, 32] and pc['mean'] == pc['std'] == [0.5, 0.5, 0.5] and pc['crop_pct'] == 1.0
@@ -118,11 +118,14 @@ def test_model_card(pushed):
     s = summarize(RP_NAME, num_classes=4, perm_seed=7)
     for line in ('# Model card for rp-s-mixer', f'  - Params (M): {s.params / 1e6:.2f}', f'  - GMACs: {s.gmacs:.3f}',
                  '  - Image size: 32 x 32', '  - permutation seed: 7', '  - top-1 (%): 55.50', '  - top-5 (%): 100.00',
-                 '  - epochs: 3', '  - opt: adamw', 'pip install timm-pkmixer',
+                 '  - epochs: 3', '  - opt: adamw', '# timm-pkmixer registers the PK-family architectures in timm. '
+                 'It is not on PyPI: install it from its source,', 'pip install .\n',
+                 'The architecture comes from timm-pkmixer (installed from its source, not PyPI: see Usage)',
                  f"model = timm.create_model('hf-hub:{REPO}', pretrained=True).eval()",
                  '  - Understanding MLP-Mixer as a Wide and Sparse MLP: https://arxiv.org/abs/2306.01470',
                  '```bibtex\n@inproceedings{hayase2024understanding,'):
         assert line in card, line
+    assert 'pypi.org' not in card and 'pip install timm-pkmixer' not in card  # no such package on PyPI
     assert 'evaluated: epoch 1, `validation` split, EMA weights as pushed' in card
     assert 'datasets:\n- imagenet-1k\n' in (pushed[0]['pk'] / 'README.md').read_text()  # --dataset
     assert 'datasets:' not in card  # an ImageFolder run names no dataset
@@ -434,7 +437,82 @@ def test_writing_the_folder_leaves_the_model_as_it_was(tmp_path):
     exported = json.loads((tmp_path / 'out' / 'config.json').read_text())
     assert exported['pretrained_cfg']['license'] == 'mit'
     assert exported['model_args'] == checked.model_args.to_json(exclude=('drop_rate', 'proj_drop_rate',
-                                                                         'drop_path_rate'))
+                                                                         'drop_path_rate', 'num_classes'))
+    assert exported['num_classes'] == 3
+
+
+# ---------------------------------------------------------------------------------------------- transformers
+
+def _transformers_and_timm_logits(folder, x):
+    from transformers import AutoModelForImageClassification
+    wrapped = AutoModelForImageClassification.from_pretrained(str(folder)).eval()
+    native = timm.create_model(f'local-dir:{folder}', pretrained=True).eval()
+    with torch.no_grad():
+        return wrapped, wrapped(x).logits, native(x)
+
+
+@pytest.mark.parametrize('key', sorted(FAMILIES))
+def test_a_written_folder_loads_through_transformers_with_the_same_logits(key, tmp_path):
+    """transformers wraps a timm folder (TimmWrapperForImageClassification) and passes num_classes beside
+    config.json's model_args: num_classes is written once, at the root, and the logits are timm's."""
+    from timm_pkmixer.publish.checkpoint_file import build_validated_model, read_checkpoint
+    from timm_pkmixer.publish.hub import write_hub_folder
+    name, kwargs = FAMILIES[key]
+    model = randomize_(timm.create_model(name, **kwargs), std=0.05)
+    save_file(model.state_dict(), str(tmp_path / 'w.safetensors'))
+    ckpt = read_checkpoint(str(tmp_path / 'w.safetensors'))
+    checked, _ = build_validated_model(name, ckpt, kwargs)
+    write_hub_folder(checked, ckpt, str(tmp_path / 'out'), f'my-org/{key}')
+    x = torch.randn(2, 3, *checked.img_size, generator=torch.Generator().manual_seed(0))
+    wrapped, got, want = _transformers_and_timm_logits(tmp_path / 'out', x)
+    assert type(wrapped).__name__ == 'TimmWrapperForImageClassification'
+    assert want.std() > 1e-3 and torch.equal(got, want)
+    assert wrapped.config.num_labels == checked.num_classes
+
+
+def test_an_imagefolder_runs_class_names_are_written_as_label_names(tmp_path):
+    """A run on an ImageFolder (args.yaml: no --dataset, data_dir with class folders): config.json's label_names
+    are the class folders in timm's order (as train.py indexed them), and transformers shows them."""
+    from PIL import Image
+
+    from timm_pkmixer.publish.checkpoint_file import build_validated_model, read_checkpoint
+    from timm_pkmixer.publish.hub import write_hub_folder
+    classes = ['cat', 'dog', 'class10', 'class9']  # timm's natural order: cat, class9, class10, dog
+    for name in classes:
+        (tmp_path / 'data' / 'train' / name).mkdir(parents=True)
+        Image.new('RGB', (32, 32)).save(tmp_path / 'data' / 'train' / name / 'a.png')
+    run = tmp_path / 'run'
+    run.mkdir()
+    (run / 'args.yaml').write_text(yaml.safe_dump(dict(
+        model=RP_NAME, dataset='', data_dir=str(tmp_path / 'data'), train_split='train', num_classes=4,
+        model_kwargs={'num_blocks': 2})))
+    model = randomize_(timm.create_model(RP_NAME, num_blocks=2, num_classes=4), std=0.05)
+    save_file(model.state_dict(), str(run / 'w.safetensors'))
+    ckpt = read_checkpoint(str(run / 'w.safetensors'))
+    checked, _ = build_validated_model(RP_NAME, ckpt, {})
+    folder = write_hub_folder(checked, ckpt, str(tmp_path / 'out'), 'my-org/pets')
+    want = ['cat', 'class9', 'class10', 'dog']
+    cfg = json.loads((tmp_path / 'out' / 'config.json').read_text())
+    assert cfg['label_names'] == want and folder.notes == []
+    x = torch.randn(1, 3, 32, 32)
+    wrapped, got, native = _transformers_and_timm_logits(tmp_path / 'out', x)
+    assert wrapped.config.id2label == dict(enumerate(want)) and torch.equal(got, native)
+    assert timm.create_model(f'local-dir:{tmp_path / "out"}').pretrained_cfg['label_names'] == want
+
+
+def test_label_names_only_where_the_run_read_an_imagefolder(tmp_path):
+    from timm_pkmixer.publish.hub import label_names_of_run
+    assert label_names_of_run(dict(dataset='torch/cifar10', data_dir=str(tmp_path)), 10) == (None, '')
+    assert label_names_of_run(dict(dataset='hfds/imagenet-1k'), 1000) == (None, '')
+    names, note = label_names_of_run(dict(dataset='', data_dir=str(tmp_path / 'gone')), 10)
+    assert names is None and note == f"label_names not written: the run's data_dir {tmp_path / 'gone'} is not a " \
+                                     f'folder on this machine'
+    for name in ('a', 'b'):
+        (tmp_path / 'd' / name).mkdir(parents=True)
+        (tmp_path / 'd' / name / 'x.png').write_bytes(b'')
+    assert label_names_of_run(dict(dataset='', data_dir=str(tmp_path / 'd')), 2) == (['a', 'b'], '')
+    assert label_names_of_run(dict(dataset='', data_dir=str(tmp_path / 'd')), 3) == (
+        None, f'label_names not written: {tmp_path / "d"} has 2 classes, the model 3 outputs')
 
 
 # --------------------------------------------------------------------------------- checkpoints refused before a push

@@ -5,7 +5,7 @@ made) above that — and import only downwards, never a sibling; ``cli/`` sits o
 each other, directly or around a loop. Read from the source with ``ast``, imports inside functions included."""
 import ast
 from pathlib import Path
-from typing import Dict, Set
+from typing import Dict, List, Set
 
 import pytest
 
@@ -94,3 +94,40 @@ def test_the_graph_sees_a_planted_upward_import():
     assert upward_imports(graph) == [('timm_pkmixer.analysis.cka', 'timm_pkmixer.distributed.replicas'),
                                      ('timm_pkmixer.experiments.sweep', 'timm_pkmixer.publish.hub'),
                                      ('timm_pkmixer.width', 'timm_pkmixer.experiments.report')]
+
+
+def cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
+    """Every import loop of `graph` found by a depth-first search, each as the modules around it (first one
+    repeated at the end). An import of the package root ``timm_pkmixer`` (its lazy names) is not a dependency."""
+    found, state = [], {}  # state: 1 on the DFS stack, 2 done
+    stack: List[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        stack.append(module)
+        for target in sorted(graph.get(module, ())):
+            if target == 'timm_pkmixer':
+                continue
+            if state.get(target) == 1:
+                found.append(stack[stack.index(target):] + [target])
+            elif target not in state:
+                visit(target)
+        stack.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    return found
+
+
+def test_no_module_imports_itself_around_a_loop():
+    assert cycles(import_graph()) == [], 'import cycles: ' + '; '.join(' → '.join(c) for c in cycles(import_graph()))
+
+
+def test_the_cycle_check_sees_a_planted_loop_and_ignores_the_package_root():
+    graph = import_graph()
+    graph['timm_pkmixer.sizes'] = graph['timm_pkmixer.sizes'] | {'timm_pkmixer.models.pk_mixer'}
+    assert ['timm_pkmixer.sizes', 'timm_pkmixer.models.pk_mixer', 'timm_pkmixer.sizes'] in cycles(graph)
+    root = {'timm_pkmixer': {'timm_pkmixer.width'}, 'timm_pkmixer.width': {'timm_pkmixer'}}
+    assert cycles(root) == []

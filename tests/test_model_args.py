@@ -39,7 +39,7 @@ VARIANTS: Dict[type, List[Dict[str, Any]]] = {
     ],
     SwMlp: [
         dict(num_classes=7, img_size=(16, 24), in_chans=2, patch_size=4, embed_dim=6, num_blocks=2, density=0.3,
-             width=64, gamma=2.0, mask_seed=3, norm_eps=1e-3, act_layer='relu', drop_rate=0.1),
+             width=64, gamma=2.0, outer_act=False, mask_seed=3, norm_eps=1e-3, act_layer='relu', drop_rate=0.1),
         dict(num_classes=0, img_size=16, patch_size=(4, 8), num_blocks=2, density=0.4, omega=3000.0, global_pool=''),
     ],
     ShallowMlp: [
@@ -83,6 +83,8 @@ def _resolves_the_request(record: ModelArgs, request: Dict[str, Any]) -> None:
             assert record[resolved_into[key]] is not None, key
         elif key in ('img_size', 'patch_size') and isinstance(value, int):
             assert record[key] == (value, value), key
+        elif key == 'permutation' and isinstance(value, str):  # one kind per block, as data
+            assert record[key] == (value,) * record['num_blocks'], key
         else:
             assert record[key] == (tuple(value) if isinstance(value, list) else value), key
 

@@ -224,9 +224,11 @@ def test_gamma_is_the_papers_expansion():
     model = timm.create_model('pk_mixer_b16_224', gamma=4.0, device='meta')
     assert (model.blocks[0].mlp_tokens.fc1.out_features, model.blocks[0].mlp_channels.fc1.out_features) == (784, 3072)
     bw = timm.create_model('rp_mixer_b_w', device='meta')
-    assert (bw.token_hidden, bw.channel_hidden) == (round(4.57 * 256), round(4.57 * 588))
+    record = bw.model_args
+    assert (record.token_hidden_dim, record.channel_hidden_dim) == (round(4.57 * 256), round(4.57 * 588))
+    assert bw.blocks[3].mlp_channels.fc1.out_features == record.channel_hidden_dim
     # a caller's mlp_ratio replaces the entry point's default gamma
-    assert timm.create_model('rp_mixer_b_w', mlp_ratio=(0.5, 4.0), device='meta').token_hidden == 294
+    assert timm.create_model('rp_mixer_b_w', mlp_ratio=(0.5, 4.0), device='meta').model_args.token_hidden_dim == 294
     with pytest.raises(InvalidArgumentError, match='give mlp_ratio .* or gamma .*, not both'):
         timm.create_model('rp_mixer_b_w', mlp_ratio=4.0, gamma=4.0, device='meta')
     with pytest.raises(InvalidArgumentError, match="gamma needs block_type='mlp'"):

@@ -68,3 +68,55 @@ def test_nchw_features_and_head():
 def test_bad_density(density):
     with pytest.raises(ValueError, match='density p must be in'):
         timm.create_model('sw_mlp_o18_32', density=density, device='meta')
+
+
+def _dense_block(block, x, outer_act):
+    """A block by the formula, from its dense effective weights M ⊙ W: eq. S.17 (outer φ) or the Mixer block's
+    form (C.1: no outer φ)."""
+    phi = torch.nn.functional.gelu
+    w1, w2 = block.fc1.weight * block.fc1.mask, block.fc2.weight * block.fc2.mask
+    h = phi(torch.nn.functional.layer_norm(x, (x.shape[-1],), block.norm.weight, block.norm.bias, 1e-5) @ w1.T
+            + block.fc1.bias)
+    y = h @ w2.T + block.fc2.bias
+    return x + (phi(y) if outer_act else y)
+
+
+@pytest.mark.parametrize('outer_act', [True, False])
+def test_the_mlp_block_with_and_without_the_outer_activation(outer_act):
+    """outer_act=True: x + φ(M2⊙W2 φ(M1⊙W1 LN x)) (eq. S.17); False: x + M2⊙W2 φ(M1⊙W1 LN x), the MLP-Mixer block
+    with its factors replaced by M ⊙ A (C.1). In the record, the description and config.json; the other form
+    computes another function."""
+    kwargs = dict(width=48, gamma=2.0, num_blocks=2, density=0.4, mask_seed=1)
+    model = timm.create_model('sw_mlp_o18_32', outer_act=outer_act, **kwargs).eval()
+    other = timm.create_model('sw_mlp_o18_32', outer_act=not outer_act, **kwargs).eval()
+    other.load_state_dict(model.state_dict())
+    for p in model.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    other.load_state_dict(model.state_dict())
+    x = torch.randn(4, 48)
+    with torch.no_grad():
+        for block in model.blocks:
+            want = _dense_block(block, x, outer_act)
+            torch.testing.assert_close(block(x), want, rtol=1e-5, atol=1e-5)
+        assert not torch.allclose(model.blocks[0](x), _dense_block(model.blocks[0], x, not outer_act), atol=1e-3)
+        images = torch.randn(2, 3, 32, 32)
+        assert not torch.allclose(model(images), other(images), atol=1e-4)
+    assert model.model_args['outer_act'] is outer_act and model.model_args.to_json()['outer_act'] is outer_act
+    assert model.describe().outer_act is outer_act
+    assert type(model.blocks[0].act2).__name__ == ('GELU' if outer_act else 'Identity')
+
+
+def test_outer_act_from_train_py_model_kwargs_and_its_refusals():
+    import argparse
+
+    from timm.utils import ParseKwargs
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--model-kwargs', nargs='*', default={}, action=ParseKwargs)
+    kwargs = parser.parse_args(['--model-kwargs', 'outer_act=False', 'gamma=2.0', 'width=32']).model_kwargs
+    model = timm.create_model('sw_mlp_o18_32', num_blocks=1, **kwargs)
+    assert model.model_args['outer_act'] is False and timm.create_model('sw_mlp_o18_32').model_args['outer_act']
+    with pytest.raises(ValueError, match=r'outer_act=False needs gamma \(MLP blocks\): an FC block '
+                                         r'x \+ φ\(\(M ⊙ W\) LN\(x\)\) has one φ'):
+        timm.create_model('sw_mlp_o18_32', outer_act=False, device='meta')
+    with pytest.raises(TypeError, match=r"outer_act must be True or False, got 'no' \(str\)"):
+        timm.create_model('sw_mlp_o18_32', outer_act='no', gamma=2.0, device='meta')

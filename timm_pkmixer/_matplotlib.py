@@ -1,10 +1,11 @@
 """matplotlib, the optional `plot` extra: every figure of the package asks for it here, so a missing install
-ends in one message that names the extra."""
+ends in one message that says what to install (timm-pkmixer is not on PyPI: its extra installs from a checkout)."""
 from .errors import MissingDependencyError
 
 __all__ = ['PLOT_EXTRA_HINT', 'require_matplotlib']
 
-PLOT_EXTRA_HINT = "pkmixer plot needs matplotlib: pip install 'timm-pkmixer[plot]' (or pip install matplotlib)"
+PLOT_EXTRA_HINT = ("pkmixer plot needs matplotlib: pip install matplotlib (or, in a checkout of timm-pkmixer, "
+                   "pip install '.[plot]')")
 
 
 def require_matplotlib():

@@ -45,6 +45,7 @@ class ModelDescription:
     permutation: Tuple[str, ...] = ()    # per block: 'normal' or 'random' (Mixers)
     perm_seed: Optional[int] = None      # seed of the random permutations (when any block is random)
     mask_seed: Optional[int] = None      # seed of the SW-MLP masks
+    outer_act: Optional[bool] = None     # SW-MLP MLP blocks: φ after the second layer (eq. S.17) or not (C.1)
     tiles: int = 1                       # K: expanded from K-times smaller images, K × K tiles (expand_resolution)
 
     @property
@@ -145,12 +146,14 @@ def describe_mixer(
 
 
 def describe_sw_mlp(width: int, depth: int, density: float, hidden: Optional[int] = None,
-                    mask_seed: int = 0) -> ModelDescription:
-    """The description of an SW-MLP: Ω = p·γ·m² (eq. 13) with γ = hidden / m (1 for FC blocks)."""
+                    mask_seed: int = 0, outer_act: bool = True) -> ModelDescription:
+    """The description of an SW-MLP: Ω = p·γ·m² (eq. 13) with γ = hidden / m (1 for FC blocks); `outer_act` (MLP
+    blocks only) whether the block ends with φ (eq. S.17) or not (the Mixer block's form, C.1)."""
     gamma = (hidden or width) / width
     return ModelDescription(
         family='SW-MLP', block_type='sparse', depth=depth, width=width, omega=density * gamma * width ** 2,
-        density=density, gamma=gamma, hidden=hidden, mask_seed=mask_seed)
+        density=density, gamma=gamma, hidden=hidden, mask_seed=mask_seed,
+        outer_act=None if hidden is None else outer_act)
 
 
 def describe_shallow(structure: str, rows: int, cols: int, depth: int) -> ModelDescription:

@@ -16,7 +16,7 @@ global average pooling then averages over the tiles.
 * Per-block permutation patterns: each block as its own kind.
 
 The result is a registered architecture (the original's, with ``img_size``, ``num_tokens``,
-``token_hidden_dim`` and ``tiles`` set): :func:`expanded_model_args` recreates it, so a folder written by
+``token_hidden_dim`` and ``tiles`` set): its record, :func:`expanded_record`, recreates it, so a folder written by
 ``save_for_hf`` reloads with ``timm.create_model('local-dir:…', pretrained=True)`` and fine-tunes with timm's
 train.py, no code.
 """
@@ -28,11 +28,13 @@ import torch.nn as nn
 from .errors import InvalidArgumentError
 from .models import PKMixer, SwMlp
 from .models._common import TRAINING_ONLY_ARGS
-from .sizes import check_architecture_size
+from .models.pk_mixer import MixerArgs
 from .validation import integer
 
-__all__ = ['architecture_args', 'expanded_model_args', 'check_expanded_size', 'expand_resolution', 'tile_images',
-           'tile_tokens']
+__all__ = ['architecture_args', 'expanded_record', 'expanded_model_args', 'expanded_pretrained_cfg',
+           'check_expanded_size', 'expand_resolution', 'tile_images', 'tile_tokens']
+
+_INPUT_SIZE_KEYS = ('input_size', 'test_input_size', 'min_input_size')  # (C, H, W) entries of a pretrained cfg
 
 
 def architecture_args(model: PKMixer) -> Dict[str, Any]:
@@ -58,24 +60,30 @@ def _check(model: nn.Module, factor: Any) -> int:
     return factor
 
 
-def expanded_model_args(model: PKMixer, factor: int) -> Dict[str, Any]:
-    """The arguments of the expanded architecture: image and tokens K² times larger, token hidden K²·D_S."""
+def expanded_record(model: PKMixer, factor: int) -> MixerArgs:
+    """The record of the expanded architecture (validated): image and tokens K² times larger, token hidden K²·D_S,
+    `tiles` = K, no training-only rates."""
     factor = _check(model, factor)
     tiles = factor * factor
     args = model.model_args
-    grown = dict(img_size=[s * factor for s in args['img_size']], num_tokens=args['num_tokens'] * tiles, tiles=factor)
-    if args['token_hidden_dim'] is not None:
-        grown['token_hidden_dim'] = args['token_hidden_dim'] * tiles
-    return args.replace(**grown).to_json(exclude=TRAINING_ONLY_ARGS)
+    grown = dict(img_size=tuple(s * factor for s in args.img_size), num_tokens=args.num_tokens * tiles, tiles=factor)
+    if args.token_hidden_dim is not None:
+        grown['token_hidden_dim'] = args.token_hidden_dim * tiles
+    return args.replace(**grown, **{k: 0. for k in TRAINING_ONLY_ARGS})
 
 
-def check_expanded_size(args: Dict[str, Any], factor: int, device: torch.device, dtype: torch.dtype) -> int:
+def expanded_model_args(model: PKMixer, factor: int) -> Dict[str, Any]:
+    """The arguments of the expanded architecture (:func:`expanded_record`) as JSON values."""
+    return expanded_record(model, factor).to_json(exclude=TRAINING_ONLY_ARGS)
+
+
+def check_expanded_size(record: MixerArgs, factor: int, device: torch.device, dtype: torch.dtype) -> int:
     """Refuse, naming `factor`, an expansion whose model and new weights (two copies) would not fit in `device`'s
     memory (:mod:`timm_pkmixer.sizes`), before anything is allocated; returns the bytes it needs."""
-    img = args['img_size']
-    return check_architecture_size(
-        args, device=device, dtype=dtype, cause=f'factor={factor} (images {img[0]}×{img[1]}, {args["num_tokens"]} '
-        f'tokens)', copies=2, what='the expanded model', advice='Use a smaller factor.')
+    img = record.img_size
+    return PKMixer.check_size(
+        record, device=device, dtype=dtype, cause=f'factor={factor} (images {img[0]}×{img[1]}, '
+        f'{record.num_tokens} tokens)', copies=2, what='the expanded model', advice='Use a smaller factor.')
 
 
 def _block_diagonal(source: torch.Tensor, tiles: int) -> torch.Tensor:
@@ -97,10 +105,11 @@ def expand_resolution(model: PKMixer, factor: int) -> PKMixer:
     Returns:
         The expanded model, on the original's device and dtype, in the original's train/eval mode.
     """
-    args = expanded_model_args(model, factor)
+    record = expanded_record(model, factor)
+    args = record.to_json(exclude=TRAINING_ONLY_ARGS)
     tiles = factor * factor
     ref = next(model.parameters())
-    check_expanded_size(args, factor, ref.device, ref.dtype)
+    check_expanded_size(record, factor, ref.device, ref.dtype)
     cfg = getattr(model, 'pretrained_cfg', None) or {}
     architecture = cfg.get('architecture')
     if architecture:
@@ -126,7 +135,18 @@ def expand_resolution(model: PKMixer, factor: int) -> PKMixer:
         new_state[name] = grown
     expanded.load_state_dict(new_state, strict=True)
     expanded.train(model.training)
+    if cfg:
+        expanded.pretrained_cfg = expanded.default_cfg = expanded_pretrained_cfg(cfg, factor)
     return expanded
+
+
+def expanded_pretrained_cfg(cfg: Dict[str, Any], factor: int) -> Dict[str, Any]:
+    """`cfg` (timm's pretrained cfg of the original) for images `factor` times larger per side: every input size it
+    holds (input_size, test_input_size, min_input_size) grown, so timm's data config (``resolve_data_config``)
+    feeds the expanded model its own size."""
+    grown = {key: (cfg[key][0], *(s * factor for s in cfg[key][1:])) for key in _INPUT_SIZE_KEYS
+             if cfg.get(key) is not None}
+    return {**cfg, **grown}
 
 
 def tile_images(images: torch.Tensor, factor: int) -> torch.Tensor:

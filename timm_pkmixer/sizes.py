@@ -9,21 +9,29 @@ model that could be built is refused; one that could not is refused with a
 it would need and the memory there is, instead of torch's "Storage size calculation overflowed",
 "can't allocate memory" or a machine that swaps until the process is killed.
 
-Sizes are Python integers (no overflow) computed from the resolved sizes; the constructors call
-:func:`check_mixer_size` / :func:`check_sw_mlp_size` before their first layer, and ``expand_resolution`` calls
-:func:`check_mixer_size` for the expanded model before expanding.
+The bound is read from the model's record (``model_args``) in two steps, by :func:`check_model_size`, which every
+constructor calls before its first layer and ``expand_resolution`` calls for the expanded model:
+
+1. an arithmetic pre-check: the record's largest tensors (:class:`PlannedTensor`, listed by the model file next to
+   its record, each naming the arguments that set it) in Python integers, a lower bound that refuses absurd
+   sizes naming the argument, where a build could not even be attempted (element counts past torch's int64 or
+   any float, a hidden width of γ = 1e300);
+2. the exact bytes: the model built from the record on the ``meta`` device (no memory, no values), summing
+   ``numel × itemsize`` of its parameters and buffers, so the bound cannot drift from the model's tensors.
 """
+import contextvars
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Iterable, List, Tuple, Union
 
 import torch
+import torch.nn as nn
 
 from .errors import ModelTooLargeError
 
-__all__ = ['PlannedTensor', 'META_LIMIT', 'device_memory', 'check_memory', 'check_mixer_size', 'check_sw_mlp_size',
-           'check_architecture_size', 'check_shallow_size']
+__all__ = ['PlannedTensor', 'META_LIMIT', 'device_memory', 'target', 'check_memory', 'model_nbytes',
+           'check_model_size', 'refuse_unbounded', 'format_count']
 
 META_LIMIT = 2 ** 50  # 1 PiB: the bound on the meta device
 
@@ -48,7 +56,7 @@ class PlannedTensor:
         return self.numel * self.itemsize * self.count
 
 
-def _sci(n: Size) -> str:
+def format_count(n: Size) -> str:
     """A count as 3 significant digits (Python ints of any size, inf)."""
     if n == float('inf') or n >= 10 ** 308:
         return 'more than 1e308'
@@ -60,7 +68,7 @@ def _sci(n: Size) -> str:
 
 def _bytes(n: Size) -> str:
     if n == float('inf') or n >= 10 ** 18:
-        return f'{_sci(n)} bytes'
+        return f'{format_count(n)} bytes'
     for unit, scale in (('PB', 10 ** 15), ('TB', 10 ** 12), ('GB', 10 ** 9), ('MB', 10 ** 6), ('kB', 10 ** 3)):
         if n >= scale:
             return f'{n / scale:.3g} {unit}'
@@ -87,7 +95,7 @@ def device_memory(device: torch.device) -> Tuple[int, str]:
     return _ram()
 
 
-def _where(device: Any, dtype: Any) -> Tuple[torch.device, int]:
+def target(device: Any, dtype: Any) -> Tuple[torch.device, int]:
     """The device a constructor will build on (torch.device contexts honoured) and its bytes per parameter."""
     device = torch.empty(0, device=device).device if not isinstance(device, torch.device) else device
     try:
@@ -116,7 +124,7 @@ def check_memory(tensors: Iterable[PlannedTensor], device: torch.device, cause: 
     if total <= limit:
         return total
     big = max(tensors, key=lambda t: t.nbytes)
-    shape = ' × '.join(_sci(s) for s in big.shape)
+    shape = ' × '.join(format_count(s) for s in big.shape)
     per = f' × {big.count}' if big.count > 1 else ''
     raise ModelTooLargeError(
         f'{cause or big.args}: {what} would need {_bytes(total)} for its parameters and buffers alone'
@@ -126,161 +134,52 @@ def check_memory(tensors: Iterable[PlannedTensor], device: torch.device, cause: 
         f'device it is built on. {advice}')
 
 
-def _width_source(explicit_name: str, explicit: Optional[int], hidden: Optional[Size], widths: str, dim_name: str,
-                  dim: int) -> str:
-    """The arguments that set a hidden width, the one that makes it large first."""
-    if explicit is not None:
-        return f'{explicit_name}={explicit}'
-    if hidden is not None and hidden > 16 * dim:  # the ratio is what is large
-        return f'{widths} (a hidden width of {_sci(hidden)}) with {dim_name}={dim}'
-    return f'{dim_name}={dim} with {widths}'
+def refuse_unbounded(name: str, args: str, what: str = 'the model') -> None:
+    """Raise :class:`ModelTooLargeError` for a size past any float (`args` set tensor `name`: γ·S = inf)."""
+    check_memory([PlannedTensor(name, (float('inf'),), 1, args)], torch.device('meta'), what=what)
 
 
-def check_mixer_size(
-        *,
-        grid: Tuple[int, int],
-        in_chans: int,
-        patch_size: Tuple[int, int],
-        embed_dim: int,
-        num_tokens: Optional[int],
-        num_blocks: int,
-        block_type: str,
-        mlp_ratio: Any,
-        gamma: Any,
-        token_hidden_dim: Optional[int],
-        channel_hidden_dim: Optional[int],
-        permutations: Sequence[str],
-        skip_layer: Optional[bool],
-        num_classes: int,
+def model_nbytes(model: nn.Module) -> int:
+    """Bytes of `model`'s parameters and buffers (on any device, meta included): Σ numel × itemsize."""
+    return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+
+
+_MEASURING = contextvars.ContextVar('timm_pkmixer_measuring', default=False)
+
+
+def check_model_size(
+        build: Callable[..., nn.Module],
+        plan: Callable[[int], List[PlannedTensor]],
         device: Any = None,
         dtype: Any = None,
         cause: str = '',
         copies: int = 1,
         what: str = 'the model',
         advice: str = 'Choose smaller sizes.',
-) -> Size:
-    """:func:`check_memory` for a PKMixer of these (validated) arguments; returns the bytes it needs."""
-    from .layers.permutation import index_dtype
-    from .models.pk_mixer import _hidden_widths
-    device, itemsize = _where(device, dtype)
-    s0 = grid[0] * grid[1]
-    s, c = num_tokens or s0, embed_dim
+) -> int:
+    """Refuse a model whose parameters and buffers would not fit in `device`'s memory, before anything is
+    allocated (module docstring); returns their bytes (× `copies`).
+
+    Args:
+        build: ``build(device=..., dtype=...)`` builds the model (its constructor, from its record); it is called
+            on the meta device, where its own size check is skipped (this one measures it).
+        plan: ``plan(itemsize)``: the record's largest tensors, the arithmetic pre-check (a lower bound).
+        device: Where the model will be built (torch.device contexts honoured).
+        dtype: Its parameter dtype.
+        cause, copies, what, advice: As :func:`check_memory` (``expand_resolution``: the factor, 2 copies).
+    """
+    if _MEASURING.get():  # the meta build of an outer check: measured there
+        return 0
+    device, itemsize = target(device, dtype)
+    planned = plan(itemsize)
+    check_memory(planned, device, cause=cause, copies=copies, what=what, advice=advice)
+    token = _MEASURING.set(True)
     try:
-        token_hidden, channel_hidden = _hidden_widths(
-            block_type, s, c, mlp_ratio, gamma, token_hidden_dim, channel_hidden_dim)
-    except OverflowError:  # γ·S or ratio·C past any float
-        token_hidden = channel_hidden = float('inf')
-    if gamma is not None:
-        widths = f'gamma={gamma!r}'
-    elif mlp_ratio is not None:
-        widths = f'mlp_ratio={mlp_ratio!r}'
-    else:
-        widths = 'mlp_ratio (timm\'s default (0.5, 4.0))'
-    token_src = _width_source('token_hidden_dim', token_hidden_dim, token_hidden, widths, 'num_tokens', s)
-    channel_src = _width_source('channel_hidden_dim', channel_hidden_dim, channel_hidden, widths, 'embed_dim', c)
-    L = num_blocks
-    plan = [
-        PlannedTensor('stem.proj.weight', (c, in_chans, *patch_size), itemsize,
-                      f'embed_dim={c} (with patch_size={tuple(patch_size)}, in_chans={in_chans})'),
-        PlannedTensor('head.weight', (num_classes, c), itemsize, f'num_classes={num_classes}, embed_dim={c}'),
-        PlannedTensor('blocks.*.norm, norm', (4 * L + 2, c), itemsize, f'embed_dim={c}'),
-    ]
-    if skip_layer or (skip_layer is None and s != s0):
-        plan.append(PlannedTensor('blocks.0.skip.proj.weight', (s, s0), itemsize, f'num_tokens={s}'))
-    # block 0 maps the S0 patches (its token FC reads S0 inputs), blocks 1.. map S tokens
-    first = [('blocks.0.mlp_tokens.fc1.weight', s0, 1)]
-    if L > 1:
-        first.append(('blocks.*.mlp_tokens.fc1.weight', s, L - 1))
-    if token_hidden is None:  # S-Mixer: one FC per mixing
-        plan += [PlannedTensor(name, (s, s_in), itemsize, f'num_tokens={s}', n) for name, s_in, n in first]
-        plan.append(PlannedTensor('blocks.*.mlp_channels.fc1.weight', (c, c), itemsize, f'embed_dim={c}', L))
-    else:
-        plan += [PlannedTensor(name, (token_hidden, s_in), itemsize, token_src, n) for name, s_in, n in first]
-        plan += [
-            PlannedTensor('blocks.*.mlp_tokens.fc2.weight', (s, token_hidden), itemsize, token_src, L),
-            PlannedTensor('blocks.*.mlp_channels.fc1.weight', (channel_hidden, c), itemsize, channel_src, L),
-            PlannedTensor('blocks.*.mlp_channels.fc2.weight', (c, channel_hidden), itemsize, channel_src, L),
-        ]
-    randoms = [i for i, p in enumerate(permutations) if p == 'random']
-    if randoms:  # 4 permutations per random block, each an index and its inverse (block 0's first: of S0·C)
-        m = s * c
-        index_size = torch.empty((), dtype=index_dtype(m), device='meta').element_size()
-        src = f"num_tokens={s}, embed_dim={c} (permutation='random')"
-        first_in = 2 if randoms[0] == 0 else 0
-        plan.append(PlannedTensor('blocks.*.mlp_*.perm_*.index, inverse', (m,), index_size, src,
-                                  8 * len(randoms) - first_in))
-        if first_in:
-            plan.append(PlannedTensor('blocks.0.mlp_tokens.perm_in.index, inverse', (s0 * c,), index_size, src, 2))
-    return check_memory(plan, device, cause=cause, copies=copies, what=what, advice=advice)
-
-
-def check_sw_mlp_size(
-        *,
-        grid: Tuple[int, int],
-        in_chans: int,
-        patch_size: Tuple[int, int],
-        embed_dim: int,
-        width: int,
-        width_source: str,
-        num_blocks: int,
-        gamma: Optional[float],
-        num_classes: int,
-        device: Any = None,
-        dtype: Any = None,
-) -> Size:
-    """:func:`check_memory` for an SwMlp of these (validated) arguments; returns the bytes it needs. Every masked
-    weight also holds a bool mask of its size. `width_source` names what set m ('omega=… at density p=…' or
-    'width')."""
-    device, itemsize = _where(device, dtype)
-    m, L = width, num_blocks
-    if width_source == 'width':
-        width_source = f'width={m}'
-    hidden = None if gamma is None else round(gamma * m) if math.isfinite(gamma * m) else float('inf')
-    masked = itemsize + 1
-    num_inputs = grid[0] * grid[1] * embed_dim
-    plan = [
-        PlannedTensor('stem.proj.weight', (embed_dim, in_chans, *patch_size), itemsize,
-                      f'embed_dim={embed_dim} (with patch_size={tuple(patch_size)}, in_chans={in_chans})'),
-        PlannedTensor('head.weight', (num_classes, m), itemsize, f'num_classes={num_classes}, {width_source}'),
-        PlannedTensor('blocks.*.norm, norm', (2 * L + 2, m), itemsize, width_source),
-    ]
-    if num_inputs != m:
-        plan.append(PlannedTensor('in_proj.weight, mask', (m, num_inputs), masked,
-                                  f'{width_source}, embed_dim={embed_dim}'))
-    if hidden is None:
-        plan.append(PlannedTensor('blocks.*.fc1.weight, mask', (m, m), masked, width_source, L))
-    else:
-        src = f'gamma={gamma!r}, {width_source}'
-        plan += [PlannedTensor('blocks.*.fc1.weight, mask', (hidden, m), masked, src, L),
-                 PlannedTensor('blocks.*.fc2.weight, mask', (m, hidden), masked, src, L)]
-    return check_memory(plan, device)
-
-
-def check_architecture_size(args: Dict[str, Any], device: Any = None, dtype: Any = None, **kwargs: Any) -> Size:
-    """:func:`check_mixer_size` for a Mixer given by its architecture arguments
-    (:func:`timm_pkmixer.expand.architecture_args`: explicit hidden widths, lists for sizes); `kwargs` go to it."""
-    img, patch, permutation = args['img_size'], args['patch_size'], args['permutation']
-    return check_mixer_size(
-        grid=(img[0] // patch[0], img[1] // patch[1]), in_chans=args['in_chans'], patch_size=tuple(patch),
-        embed_dim=args['embed_dim'], num_tokens=args['num_tokens'], num_blocks=args['num_blocks'],
-        block_type=args['block_type'], mlp_ratio=None, gamma=None, token_hidden_dim=args.get('token_hidden_dim'),
-        channel_hidden_dim=args.get('channel_hidden_dim'),
-        permutations=[permutation] * args['num_blocks'] if isinstance(permutation, str) else permutation,
-        skip_layer=args['skip_layer'], num_classes=args['num_classes'], device=device, dtype=dtype, **kwargs)
-
-
-def check_shallow_size(*, structure: str, shape: Tuple[int, int], num_blocks: int, num_classes: int, cause: str,
-                       device: Any = None, dtype: Any = None) -> Size:
-    """:func:`check_memory` for a ShallowMlp: each of its `num_blocks` layers is a Monarch matrix (L and R, each
-    √n blocks of √n × √n; `shape` = (√n, √n)) or a Kronecker product V ⊗ W (`shape` = (rows, cols) of the image
-    matrix: V rows × rows, W cols × cols); the head is n × num_classes. `cause` names the size arguments."""
-    device, itemsize = _where(device, dtype)
-    rows, cols = shape
-    if structure == 'monarch':
-        plan = [PlannedTensor('blocks.*.fc.{left,right}', (rows, rows, rows), itemsize, cause, 2 * num_blocks)]
-    else:
-        plan = [PlannedTensor('blocks.*.fc.v.weight', (rows, rows), itemsize, cause, num_blocks),
-                PlannedTensor('blocks.*.fc.w.weight', (cols, cols), itemsize, cause, num_blocks)]
-    head = PlannedTensor('head.weight', (num_classes, rows * cols), itemsize, f'num_classes={num_classes}, {cause}')
-    plan.append(head)
-    return check_memory(plan, device)
+        model = build(device=torch.device('meta'), dtype=dtype)
+    finally:
+        _MEASURING.reset(token)
+    cause = cause or max(planned, key=lambda t: t.nbytes).args  # the arguments of the bulk
+    tensors = [PlannedTensor(name, tuple(t.shape), t.element_size(), cause)
+               for name, t in (*model.named_parameters(), *model.named_buffers())]
+    check_memory(tensors, device, cause=cause, copies=copies, what=what, advice=advice)
+    return model_nbytes(model) * copies

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Set
 
 from ..validation import positive_int
-from .launch import LaunchError, Task, execute, pid_alive, write_record
+from .launch_tasks import LaunchError, Task, execute, pid_alive, write_record
 
 __all__ = ['EXECUTORS', 'Batch', 'LocalExecutor', 'SlurmExecutor', 'SlurmTask', 'parse_gpus', 'parse_slurm_args',
            'NO_SBATCH']
@@ -214,7 +214,7 @@ class _SlurmBatch(Batch):
         self.job, self.tasks, self.job_ids, self.poll_s = job, list(tasks), list(job_ids), poll_s
 
     def wait(self, on_end: OnEnd) -> None:
-        from .launch import read_record
+        from .launch_tasks import read_record
         left = dict(zip(self.job_ids, self.tasks))
         while left:
             queued = _squeue(self.job)

@@ -151,7 +151,7 @@ class DerivedStructure:
                 f'the {self.what} buffers of this layer ({self.key}) were never computed on this device: the model '
                 f'was built on or moved to the meta device, or went through to_empty(), which keep no values. '
                 f'Call model.init_non_persistent_buffers() (or model.init_weights()) after to_empty(), or load a '
-                f'checkpoint with load_state_dict(sd, assign=True).')
+                f'checkpoint with load_state_dict(sd) (assign=True on the meta device).')
 
     def find_seed(self, digest: int, limit: int = SEED_SEARCH_LIMIT) -> Optional[int]:
         """The seed in 0..limit-1 whose structure has `digest` (None if none does, within a few seconds)."""
@@ -230,6 +230,10 @@ class DerivedStructure:
         if self._buffers_on_meta() and not getattr(self, self.digest_name).is_meta:
             # load_state_dict(..., assign=True) into a meta model: the digest arrived on a real device
             self._move_derived_buffers(getattr(self, self.digest_name).device)
+            self.init_non_persistent_buffers()
+        elif not self._materialized and not self._buffers_on_meta():
+            # after to_empty() (e.g. model.to('meta') and back): the buffers hold uninitialised memory, which a
+            # checkpoint does not fill (it holds only the digest): recompute them from (seed, key)
             self.init_non_persistent_buffers()
 
     def _move_derived_buffers(self, device: torch.device) -> None:

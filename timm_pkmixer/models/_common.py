@@ -1,6 +1,7 @@
-"""What the model files share: timm's model API for our models, the entry-point idiom, the resolved arguments
-(:class:`ModelArgs`), the pretrained cfg."""
+"""What the model files share: timm's model API for our models, the entry-point idiom, the base of the records
+(:class:`ModelArgs`), the size check of a record, the pretrained cfg."""
 import json
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import torch
@@ -9,8 +10,10 @@ from timm.layers import get_act_layer, register_notrace_function
 from timm.models import build_model_with_cfg
 
 from .._timm import feature_take_indices
+from ..description import ModelDescription
 from ..errors import InputShapeError, InvalidArgumentError
 from ..layers.structure import DerivedStructure
+from ..sizes import PlannedTensor, check_model_size
 from ..validation import choice, int_pair, non_negative_int
 from ._checkpoint import check_state_dict, checkpoint_filter_fn
 
@@ -35,53 +38,66 @@ UNUSED_ARGS = {
 TRAINING_ONLY_ARGS = ('drop_rate', 'proj_drop_rate', 'drop_path_rate')
 
 
-def _frozen(value: Any) -> Any:
-    return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
-
-
 def _plain(value: Any) -> Any:
     return [_plain(v) for v in value] if isinstance(value, tuple) else value
 
 
+@dataclass(frozen=True, eq=False)
 class ModelArgs(Mapping):
-    """A model's constructor arguments as it resolved them (entry-point defaults, the caller's overrides, one of
-    each :data:`ALTERNATIVE_ARGS` group, ``None``s filled in): ``type(model)(**model.model_args)`` rebuilds the
-    same architecture. Read-only (pairs and per-block lists are tuples); layers are held by their timm name, so
-    the arguments are JSON values, unless a layer class timm has no name for was given (:meth:`to_json` says so).
+    """A model's record: its constructor's arguments as it resolved them, canonical (entry-point defaults, the
+    caller's overrides, one of each :data:`ALTERNATIVE_ARGS` group, ``None``s filled in, pairs and per-block
+    lists as tuples, layers by their timm name). One frozen dataclass per family (``MixerArgs``, ``SwMlpArgs``,
+    ``ShallowArgs``), its fields the constructor's arguments in order, built once by :meth:`resolve`, which
+    validates the caller's values (each refusal names its argument). The constructor, ``describe()``,
+    config.json, ``expand_resolution`` and the size bound read it; as a read-only mapping,
+    ``type(model)(**model.model_args)`` rebuilds the same architecture.
     """
-    __slots__ = ('_args',)
 
-    def __init__(self, args: Mapping[str, Any]) -> None:
-        object.__setattr__(self, '_args', {k: _frozen(v) for k, v in args.items()})
+    @classmethod
+    def resolve(cls, given: Mapping[str, Any]) -> 'ModelArgs':
+        """The record of the constructor arguments `given` (every field), validated and canonical."""
+        raise NotImplementedError
+
+    def planned_tensors(self, itemsize: int, sources: Mapping[str, str]) -> List[PlannedTensor]:
+        """The largest tensors of the model, the size bound's arithmetic pre-check (:mod:`timm_pkmixer.sizes`);
+        `sources` names arguments as the caller gave them (e.g. ``{'channel': 'gamma=1e+300 …'}``)."""
+        raise NotImplementedError
+
+    def describe(self) -> ModelDescription:
+        """The model in the paper's terms."""
+        raise NotImplementedError
+
+    @classmethod
+    def names(cls) -> Tuple[str, ...]:
+        """The constructor's arguments (less device, dtype), in its order."""
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def from_locals(cls, values: Mapping[str, Any]) -> 'ModelArgs':
+        """:meth:`resolve` of a constructor's ``locals()`` (its arguments, read before any other local is set)."""
+        return cls.resolve({k: values[k] for k in cls.names()})
 
     def __getitem__(self, key: str) -> Any:
-        return self._args[key]
+        if key not in self.names():
+            raise KeyError(key)
+        return getattr(self, key)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._args)
+        return iter(self.names())
 
     def __len__(self) -> int:
-        return len(self._args)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError('ModelArgs are read-only: use replace(...) for a changed copy')
-
-    def __reduce__(self):  # copy.deepcopy (timm's EMA) and pickle
-        return ModelArgs, (self._args,)
-
-    def __repr__(self) -> str:
-        return f'ModelArgs({self._args!r})'
+        return len(self.names())
 
     def replace(self, **changes: Any) -> 'ModelArgs':
-        """A copy with `changes` (the arguments of another architecture: an expanded one, a new head)."""
-        unknown = sorted(set(changes) - set(self._args))
+        """The record of another architecture (an expanded one, a new head): these `changes` resolved again."""
+        unknown = sorted(set(changes) - set(self.names()))
         if unknown:
-            raise InvalidArgumentError(f'no model arguments {unknown}; the model takes {sorted(self._args)}')
-        return ModelArgs({**self._args, **changes})
+            raise InvalidArgumentError(f'no model arguments {unknown}; the model takes {sorted(self.names())}')
+        return self.resolve({**self, **changes})
 
     def to_json(self, exclude: Tuple[str, ...] = ()) -> Dict[str, Any]:
         """A JSON-ready dict (tuples as lists) without the arguments in `exclude` (e.g. TRAINING_ONLY_ARGS)."""
-        out = {k: _plain(v) for k, v in self._args.items() if k not in exclude}
+        out = {k: _plain(v) for k, v in self.items() if k not in exclude}
         for key, value in out.items():
             try:
                 json.dumps(value)
@@ -181,6 +197,22 @@ class PKModelMixin:
     a ``describe()`` method and its resolved arguments `model_args` (:class:`ModelArgs`), which the methods
     that change the architecture keep up to date."""
 
+    @classmethod
+    def check_size(cls, args: ModelArgs, device: Any = None, dtype: Any = None,
+                   sources: Optional[Mapping[str, str]] = None, **message: Any) -> int:
+        """Refuse the model that record `args` builds if its parameters and buffers would not fit in the memory of
+        `device`, before anything is allocated (:func:`~timm_pkmixer.sizes.check_model_size`: the record's
+        largest tensors, then a meta-device build); returns their bytes. `sources`: the arguments as the caller
+        gave them, for messages; `message`: ``cause``, ``copies``, ``what``, ``advice``."""
+        return check_model_size(lambda **dd: cls(**args, **dd),
+                                lambda itemsize: args.planned_tensors(itemsize, sources or {}), device, dtype,
+                                **message)
+
+    @torch.jit.ignore
+    def describe(self) -> ModelDescription:
+        """The model in the paper's terms (see `ModelDescription`), read from its record `model_args`."""
+        return self.model_args.describe()
+
     @torch.jit.ignore
     def set_grad_checkpointing(self, enable: bool = True) -> None:
         self.grad_checkpointing = enable
@@ -209,7 +241,7 @@ class PKModelMixin:
         take_indices, max_index = feature_take_indices(len(self.blocks), indices)
         self.blocks = self.blocks[:max_index + 1]
         kept = dict(num_blocks=len(self.blocks))
-        if isinstance(self.model_args.get('permutation'), tuple):  # one per block
+        if 'permutation' in self.model_args:  # one per block
             kept['permutation'] = self.model_args['permutation'][:len(self.blocks)]
         self.model_args = self.model_args.replace(**kept)
         if prune_norm:

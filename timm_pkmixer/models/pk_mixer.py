@@ -23,8 +23,9 @@ SkipLayer (App. A.2.4) maps S0 → S in the first block. ``pk_mixer_*16_224`` ar
 (same parameter names, same function), so timm's weights load into them unchanged.
 """
 import math
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -35,7 +36,8 @@ from .._timm import feature_take_indices, mixer_init_weights
 from ..description import ModelDescription, describe_mixer
 from ..errors import ArgumentTypeError, InvalidArgumentError
 from ..layers import PERMUTATIONS, SkipLayer, make_pk_mlp
-from ..sizes import check_mixer_size
+from ..layers.permutation import index_dtype
+from ..sizes import PlannedTensor, format_count, refuse_unbounded
 from ..validation import (
     boolean,
     choice,
@@ -58,7 +60,7 @@ from ._common import (
     patch_grid,
 )
 
-__all__ = ['TileTokens', 'PKMixerBlock', 'PKMixer']
+__all__ = ['TileTokens', 'PKMixerBlock', 'MixerArgs', 'PKMixer']
 
 torch.fx.wrap('check_input')  # the input check is one node of an FX graph
 
@@ -151,6 +153,32 @@ def _block_permutations(permutation: Union[str, Sequence[str]], num_blocks: int)
     return tuple(choice(f'permutation[{i}]', p, PERMUTATIONS) for i, p in enumerate(permutation))
 
 
+def _widths_given(mlp_ratio: Any, gamma: Any) -> str:
+    """How the caller set the hidden widths, for messages."""
+    if gamma is not None:
+        return f'gamma={gamma!r}'
+    if mlp_ratio is not None:
+        return f'mlp_ratio={mlp_ratio!r}'
+    return 'mlp_ratio (timm\'s default (0.5, 4.0))'
+
+
+def _ratio_widths(num_tokens: int, dim: int, mlp_ratio: Any, gamma: Any) -> Tuple[int, int]:
+    """(token, channel) hidden widths of the paper's γ (round(γS), round(γC)) or timm's mlp_ratio (int(r·C), both
+    multiples of C, as timm's MixerBlock); a width past any float is refused as too large, naming the argument."""
+    if mlp_ratio is not None and gamma is not None:
+        raise InvalidArgumentError('give mlp_ratio (timm: hidden widths as multiples of C) or gamma (the paper: '
+                                   'hidden widths γS and γC), not both')
+    try:
+        if gamma is not None:
+            g_tokens, g_channels = real_pair('gamma', gamma)
+            return round(g_tokens * num_tokens), round(g_channels * dim)
+        r_tokens, r_channels = real_pair('mlp_ratio', (0.5, 4.0) if mlp_ratio is None else mlp_ratio)
+        return int(r_tokens * dim), int(r_channels * dim)
+    except OverflowError:  # γ·S or ratio·C past any float
+        refuse_unbounded('blocks.*.mlp_*.fc1.weight', _widths_given(mlp_ratio, gamma))
+        raise
+
+
 def _hidden_widths(
         block_type: str,
         num_tokens: int,
@@ -168,24 +196,13 @@ def _hidden_widths(
                 raise InvalidArgumentError(f"{name} needs block_type='mlp': an S-Mixer (block_type='fc') has one "
                                            f"FC per mixing and no hidden layer")
         return None, None
-    if mlp_ratio is not None and gamma is not None:
-        raise InvalidArgumentError('give mlp_ratio (timm: hidden widths as multiples of C) or gamma (the paper: '
-                                   'hidden widths γS and γC), not both')
-    if gamma is not None:
-        g_tokens, g_channels = real_pair('gamma', gamma)
-        source = f'gamma={gamma!r}'
-        token, channel = round(g_tokens * num_tokens), round(g_channels * dim)
-    else:
-        # timm's MixerBlock: [int(r * dim) for r in to_2tuple(mlp_ratio)], both multiples of C
-        r_tokens, r_channels = real_pair('mlp_ratio', (0.5, 4.0) if mlp_ratio is None else mlp_ratio)
-        source = f'mlp_ratio={mlp_ratio!r}'
-        token, channel = int(r_tokens * dim), int(r_channels * dim)
+    token, channel = _ratio_widths(num_tokens, dim, mlp_ratio, gamma)
     token = optional(positive_int, 'token_hidden_dim', token_hidden_dim) or token
     channel = optional(positive_int, 'channel_hidden_dim', channel_hidden_dim) or channel
     for name, width in (('token', token), ('channel', channel)):
         if width < 1:
-            raise InvalidArgumentError(f'{source} gives a {name}-MLP hidden width of {width} for S={num_tokens}, '
-                                       f'C={dim}: it must be at least 1')
+            raise InvalidArgumentError(f'{_widths_given(mlp_ratio, gamma)} gives a {name}-MLP hidden width of '
+                                       f'{width} for S={num_tokens}, C={dim}: it must be at least 1')
     return token, channel
 
 
@@ -208,12 +225,6 @@ def _norm_args(norm_layer: Any, norm_eps: Any) -> Tuple[Any, Optional[float]]:
     return layer_name(norm_layer, get_norm_layer), None
 
 
-def _make_norm(args: ModelArgs) -> Callable[..., nn.Module]:
-    """The norm layer of the recorded (norm_layer, norm_eps)."""
-    return partial(nn.LayerNorm, eps=args['norm_eps']) if args['norm_layer'] is None else \
-        get_norm_layer(args['norm_layer'])
-
-
 def _tokens(grid: Tuple[int, int], tiles: int, num_tokens: Optional[int], skip_layer: Optional[bool]
             ) -> Tuple[int, bool]:
     """(S, skip layer in block 0): S defaults to the S0 patches; the skip layer is needed exactly when S ≠ S0."""
@@ -229,56 +240,190 @@ def _tokens(grid: Tuple[int, int], tiles: int, num_tokens: Optional[int], skip_l
     return num_tokens, skip_layer
 
 
-def _resolve_args(given: Dict[str, Any], device: Any = None, dtype: Any = None) -> ModelArgs:
-    """The constructor's arguments, validated (each refusal names its argument) and resolved into the model's
-    record: defaults filled in (S, the skip layer, the norm's epsilon), hidden widths as explicit
-    token_hidden_dim / channel_hidden_dim (mlp_ratio, gamma None), the permutation one string or one per block.
-    Sizes past the memory of the device the model is built on are refused here, naming the arguments as given,
-    before anything is allocated (:mod:`timm_pkmixer.sizes`)."""
-    num_classes = non_negative_int('num_classes', given['num_classes'])
-    img_size, patch_size, grid = patch_grid(given['img_size'], given['patch_size'])
-    in_chans = positive_int('in_chans', given['in_chans'])
-    num_blocks = positive_int('num_blocks', given['num_blocks'])
-    embed_dim = positive_int('embed_dim', given['embed_dim'])
-    num_tokens = optional(positive_int, 'num_tokens', given['num_tokens'])
-    block_type = choice('block_type', given['block_type'], ('mlp', 'fc'))
-    permutations = _block_permutations(given['permutation'], num_blocks)
-    perm_seed = integer('perm_seed', given['perm_seed'])
-    skip_layer = optional(boolean, 'skip_layer', given['skip_layer'])
-    weight_init = choice('weight_init', given['weight_init'], ('paper', 'timm'))
-    flags = {k: boolean(k, given[k]) for k in ('nlhb', 'stem_norm')}
-    global_pool = choice('global_pool', given['global_pool'], ('', 'avg'))
-    rates = {k: rate(k, given[k]) for k in ('drop_rate', 'proj_drop_rate', 'drop_path_rate')}
-    tiles = positive_int('tiles', given['tiles'])
-    if grid[0] % tiles or grid[1] % tiles:
-        raise InvalidArgumentError(f'tiles={tiles} does not divide the {grid[0]} × {grid[1]} patch grid into '
-                                   f'{tiles} × {tiles} tiles')
-    norm_layer, norm_eps = _norm_args(given['norm_layer'], given['norm_eps'])
-    act_layer, _ = act_layer_arg(given['act_layer'])
-    num_tokens, skip_layer = _tokens(grid, tiles, num_tokens, skip_layer)
-    check_mixer_size(
-        grid=grid, in_chans=in_chans, patch_size=patch_size, embed_dim=embed_dim, num_tokens=num_tokens,
-        num_blocks=num_blocks, block_type=block_type, mlp_ratio=given['mlp_ratio'], gamma=given['gamma'],
-        token_hidden_dim=given['token_hidden_dim'], channel_hidden_dim=given['channel_hidden_dim'],
-        permutations=permutations, skip_layer=skip_layer, num_classes=num_classes, device=device, dtype=dtype)
-    token_hidden, channel_hidden = _hidden_widths(
-        block_type, num_tokens, embed_dim, given['mlp_ratio'], given['gamma'], given['token_hidden_dim'],
-        given['channel_hidden_dim'])
-    resolved = dict(
-        num_classes=num_classes, img_size=img_size, in_chans=in_chans, patch_size=patch_size, num_blocks=num_blocks,
-        embed_dim=embed_dim, mlp_ratio=None, gamma=None, token_hidden_dim=token_hidden,
-        channel_hidden_dim=channel_hidden, num_tokens=num_tokens, block_type=block_type,
-        permutation=permutations[0] if len(set(permutations)) == 1 else permutations,
-        perm_seed=perm_seed, skip_layer=skip_layer, norm_layer=norm_layer, norm_eps=norm_eps, act_layer=act_layer,
-        weight_init=weight_init, global_pool=global_pool, tiles=tiles, **flags, **rates)
-    return ModelArgs({k: resolved[k] for k in given})  # in the constructor's order
+@dataclass(frozen=True, eq=False)
+class MixerArgs(ModelArgs):
+    """The record of a :class:`PKMixer` (:class:`~timm_pkmixer.models.ModelArgs`), canonical: the hidden widths
+    explicit (``mlp_ratio`` and ``gamma`` always None, both widths None for an S-Mixer), S and the skip layer
+    explicit, the permutation one kind per block, torch's LayerNorm by its epsilon (``norm_layer`` None) or any
+    other norm by its timm name (``norm_eps`` None), the activation by its timm name."""
+    num_classes: int
+    img_size: Tuple[int, int]
+    in_chans: int
+    patch_size: Tuple[int, int]
+    num_blocks: int
+    embed_dim: int
+    mlp_ratio: None                     # resolved into the hidden widths
+    gamma: None                         # resolved into the hidden widths
+    token_hidden_dim: Optional[int]     # None: one FC per mixing (S-Mixer)
+    channel_hidden_dim: Optional[int]
+    num_tokens: int                     # S
+    block_type: str                     # 'mlp' or 'fc'
+    permutation: Tuple[str, ...]        # per block: 'normal' or 'random'
+    perm_seed: int
+    skip_layer: bool                    # the SkipLayer in block 0
+    norm_layer: Optional[Union[str, Callable[..., nn.Module]]]
+    norm_eps: Optional[float]
+    act_layer: Union[str, Callable[..., nn.Module]]
+    weight_init: str
+    nlhb: bool
+    drop_rate: float
+    proj_drop_rate: float
+    drop_path_rate: float
+    stem_norm: bool
+    global_pool: str
+    tiles: int
+
+    @classmethod
+    def resolve(cls, given: Mapping[str, Any]) -> 'MixerArgs':
+        """The record of PKMixer's arguments `given`, validated (each refusal names its argument)."""
+        img_size, patch_size, grid = patch_grid(given['img_size'], given['patch_size'])
+        num_blocks = positive_int('num_blocks', given['num_blocks'])
+        embed_dim = positive_int('embed_dim', given['embed_dim'])
+        tiles = positive_int('tiles', given['tiles'])
+        if grid[0] % tiles or grid[1] % tiles:
+            raise InvalidArgumentError(f'tiles={tiles} does not divide the {grid[0]} × {grid[1]} patch grid into '
+                                       f'{tiles} × {tiles} tiles')
+        num_tokens, skip_layer = _tokens(grid, tiles, optional(positive_int, 'num_tokens', given['num_tokens']),
+                                         optional(boolean, 'skip_layer', given['skip_layer']))
+        block_type = choice('block_type', given['block_type'], ('mlp', 'fc'))
+        token_hidden, channel_hidden = _hidden_widths(
+            block_type, num_tokens, embed_dim, given['mlp_ratio'], given['gamma'], given['token_hidden_dim'],
+            given['channel_hidden_dim'])
+        norm_layer, norm_eps = _norm_args(given['norm_layer'], given['norm_eps'])
+        return cls(
+            num_classes=non_negative_int('num_classes', given['num_classes']), img_size=img_size,
+            in_chans=positive_int('in_chans', given['in_chans']), patch_size=patch_size, num_blocks=num_blocks,
+            embed_dim=embed_dim, mlp_ratio=None, gamma=None, token_hidden_dim=token_hidden,
+            channel_hidden_dim=channel_hidden, num_tokens=num_tokens, block_type=block_type,
+            permutation=_block_permutations(given['permutation'], num_blocks),
+            perm_seed=integer('perm_seed', given['perm_seed']), skip_layer=skip_layer, norm_layer=norm_layer,
+            norm_eps=norm_eps, act_layer=act_layer_arg(given['act_layer'])[0],
+            weight_init=choice('weight_init', given['weight_init'], ('paper', 'timm')),
+            nlhb=boolean('nlhb', given['nlhb']), stem_norm=boolean('stem_norm', given['stem_norm']),
+            global_pool=choice('global_pool', given['global_pool'], ('', 'avg')), tiles=tiles,
+            **{k: rate(k, given[k]) for k in ('drop_rate', 'proj_drop_rate', 'drop_path_rate')})
+
+    @property
+    def grid(self) -> Tuple[int, int]:
+        """The patch grid (H/P, W/P)."""
+        return self.img_size[0] // self.patch_size[0], self.img_size[1] // self.patch_size[1]
+
+    @property
+    def num_patches(self) -> int:
+        """S0."""
+        return self.grid[0] * self.grid[1]
+
+    @property
+    def random_blocks(self) -> Tuple[int, ...]:
+        """The blocks whose J1, J2 are random permutations."""
+        return tuple(i for i, p in enumerate(self.permutation) if p == 'random')
+
+    def describe(self) -> ModelDescription:
+        return describe_mixer(self.num_tokens, self.embed_dim, self.num_blocks, self.token_hidden_dim,
+                              self.channel_hidden_dim, permutation=self.permutation, perm_seed=self.perm_seed,
+                              tiles=self.tiles)
+
+    def planned_tensors(self, itemsize: int, sources: Mapping[str, str]) -> List[PlannedTensor]:
+        """The weights of the per-patch FC, head, skip layer and mixing FCs and the random permutations' indices,
+        each naming the arguments that set it (`sources`: 'token' / 'channel', how the caller set those widths)."""
+        s0, s, c, L = self.num_patches, self.num_tokens, self.embed_dim, self.num_blocks
+        plan = [
+            PlannedTensor('stem.proj.weight', (c, self.in_chans, *self.patch_size), itemsize,
+                          f'embed_dim={c} (with patch_size={self.patch_size}, in_chans={self.in_chans})'),
+            PlannedTensor('head.weight', (self.num_classes, c), itemsize,
+                          f'num_classes={self.num_classes}, embed_dim={c}'),
+        ]
+        if self.skip_layer:
+            plan.append(PlannedTensor('blocks.0.skip.proj.weight', (s, s0), itemsize, f'num_tokens={s}'))
+        first = [('blocks.0.mlp_tokens.fc1.weight', s0, 1), ('blocks.*.mlp_tokens.fc1.weight', s, L - 1)]
+        th, ch = self.token_hidden_dim, self.channel_hidden_dim
+        if th is None:  # S-Mixer: one FC per mixing
+            plan += [PlannedTensor(name, (s, s_in), itemsize, f'num_tokens={s}', n) for name, s_in, n in first]
+            plan.append(PlannedTensor('blocks.*.mlp_channels.fc1.weight', (c, c), itemsize, f'embed_dim={c}', L))
+        else:
+            token = sources.get('token', f'token_hidden_dim={th}')
+            channel = sources.get('channel', f'channel_hidden_dim={ch}')
+            plan += [PlannedTensor(name, (th, s_in), itemsize, token, n) for name, s_in, n in first]
+            plan += [PlannedTensor('blocks.*.mlp_tokens.fc2.weight', (s, th), itemsize, token, L),
+                     PlannedTensor('blocks.*.mlp_channels.fc1.weight', (ch, c), itemsize, channel, L),
+                     PlannedTensor('blocks.*.mlp_channels.fc2.weight', (c, ch), itemsize, channel, L)]
+        randoms = self.random_blocks
+        if randoms:  # 4 permutations per random block, each an index and its inverse (block 0's J1: of S0·C)
+            src = f"num_tokens={s}, embed_dim={c} (permutation='random')"
+            first_in = 2 if randoms[0] == 0 else 0
+            plan.append(PlannedTensor('blocks.*.mlp_*.perm_*.index, inverse', (s * c,), _index_size(s * c), src,
+                                      8 * len(randoms) - first_in))
+            if first_in:
+                plan.append(PlannedTensor('blocks.0.mlp_tokens.perm_in.index, inverse', (s0 * c,),
+                                          _index_size(s0 * c), src, 2))
+        return plan
+
+
+def _index_size(num: int) -> int:
+    return 4 if index_dtype(num) == torch.int32 else 8
+
+
+def _width_sources(args: MixerArgs, mlp_ratio: Any, gamma: Any, token_hidden_dim: Any, channel_hidden_dim: Any
+                   ) -> Dict[str, str]:
+    """How the caller set each hidden width, for the size check's messages: the explicit width, or the ratio
+    (named first when it is what makes the width large)."""
+    widths = _widths_given(mlp_ratio, gamma)
+    sources = {}
+    for key, explicit, hidden, dim_name, dim in (
+            ('token', token_hidden_dim, args.token_hidden_dim, 'num_tokens', args.num_tokens),
+            ('channel', channel_hidden_dim, args.channel_hidden_dim, 'embed_dim', args.embed_dim)):
+        if explicit is not None:
+            sources[key] = f'{key}_hidden_dim={explicit}'
+        elif hidden is not None and hidden > 16 * dim:
+            sources[key] = f'{widths} (a hidden width of {format_count(hidden)}) with {dim_name}={dim}'
+        else:
+            sources[key] = f'{dim_name}={dim} with {widths}'
+    return sources
+
+
+def _make_norm(args: MixerArgs) -> Callable[..., nn.Module]:
+    """The norm layer of the recorded (norm_layer, norm_eps)."""
+    return partial(nn.LayerNorm, eps=args.norm_eps) if args.norm_layer is None else get_norm_layer(args.norm_layer)
 
 
 class PKMixer(PKModelMixin, nn.Module):
     """MLP-Mixer / S-Mixer of the PK family, normal, Random-Permuted, or with a permutation per block.
 
     Input (B, in_chans, H, W); ``forward_features`` gives (B, S, C) tokens (NLC), ``forward`` logits.
-    ``model_args`` holds the arguments it was built with, resolved (:class:`~timm_pkmixer.models.ModelArgs`).
+    ``model_args`` is its record (:class:`MixerArgs`), from which every part is built.
+
+    Args:
+        num_classes: Classifier outputs (0 for none).
+        img_size: Input image size.
+        in_chans: Input channels.
+        patch_size: Patch size P; S0 = HW/P² patches of C0 = in_chans·P² values.
+        num_blocks: Depth L.
+        embed_dim: Channels C of the mixing layers (per-patch FC maps C0 → C).
+        mlp_ratio: As in timm's MlpMixer: token and channel hidden widths int(r·C), one r or
+            (r_tokens, r_channels); default (0.5, 4.0), timm's. 'mlp' blocks only.
+        gamma: The paper's expansion γ: hidden widths round(γS) and round(γC) (one γ or (γ_tokens,
+            γ_channels)). Instead of `mlp_ratio`.
+        token_hidden_dim: Explicit token-MLP hidden width (overrides the ratio's).
+        channel_hidden_dim: Explicit channel-MLP hidden width (overrides the ratio's).
+        num_tokens: Tokens S of the mixing layers; None for S = S0.
+        block_type: 'mlp' (MLP-Mixer, two FCs) or 'fc' (S-Mixer, one FC).
+        permutation: 'normal' (MLP-Mixer / S-Mixer), 'random' (RP Mixer), or one of them per block
+            (e.g. ['random'] + ['normal'] * 7: only the first block is random, Fig. S.4).
+        perm_seed: Seed of the fixed random permutations.
+        skip_layer: Use the SkipLayer in block 0; None: only when S ≠ S0.
+        norm_layer: As in timm: the norm layer (class, partial or name); default LayerNorm(eps=norm_eps).
+        norm_eps: LayerNorm epsilon (paper: 1e-5, the default; timm's Mixers: 1e-6). Instead of `norm_layer`.
+        act_layer: Activation φ (GELU in the paper).
+        weight_init: 'paper' (mixing weights N(0, 1/fan_in), §4.3) or 'timm' (timm's Mixer init).
+        nlhb: As in timm: initialise the head bias to -log(num_classes).
+        drop_rate: Head dropout.
+        proj_drop_rate: Dropout inside the mixing MLPs.
+        drop_path_rate: Stochastic depth rate (the same in every block, as timm's Mixer).
+        stem_norm: LayerNorm after the per-patch FC.
+        global_pool: 'avg' or '' (no pooling).
+        tiles: K > 1 for a model expanded from K-times smaller images (`expand_resolution`): the image is
+            K × K tiles, tokens are grouped by tile after the stem, and every mixing layer acts on each tile
+            alone at initialisation (random permutations lifted tile by tile, W block-diagonal).
     """
 
     def __init__(
@@ -312,121 +457,39 @@ class PKMixer(PKModelMixin, nn.Module):
             device=None,
             dtype=None,
     ) -> None:
-        """
-        Args:
-            num_classes: Classifier outputs (0 for none).
-            img_size: Input image size.
-            in_chans: Input channels.
-            patch_size: Patch size P; S0 = HW/P² patches of C0 = in_chans·P² values.
-            num_blocks: Depth L.
-            embed_dim: Channels C of the mixing layers (per-patch FC maps C0 → C).
-            mlp_ratio: As in timm's MlpMixer: token and channel hidden widths int(r·C), one r or
-                (r_tokens, r_channels); default (0.5, 4.0), timm's. 'mlp' blocks only.
-            gamma: The paper's expansion γ: hidden widths round(γS) and round(γC) (one γ or (γ_tokens,
-                γ_channels)). Instead of `mlp_ratio`.
-            token_hidden_dim: Explicit token-MLP hidden width (overrides the ratio's).
-            channel_hidden_dim: Explicit channel-MLP hidden width (overrides the ratio's).
-            num_tokens: Tokens S of the mixing layers; None for S = S0.
-            block_type: 'mlp' (MLP-Mixer, two FCs) or 'fc' (S-Mixer, one FC).
-            permutation: 'normal' (MLP-Mixer / S-Mixer), 'random' (RP Mixer), or one of them per block
-                (e.g. ['random'] + ['normal'] * 7: only the first block is random, Fig. S.4).
-            perm_seed: Seed of the fixed random permutations.
-            skip_layer: Use the SkipLayer in block 0; None: only when S ≠ S0.
-            norm_layer: As in timm: the norm layer (class, partial or name); default LayerNorm(eps=norm_eps).
-            norm_eps: LayerNorm epsilon (paper: 1e-5, the default; timm's Mixers: 1e-6). Instead of `norm_layer`.
-            act_layer: Activation φ (GELU in the paper).
-            weight_init: 'paper' (mixing weights N(0, 1/fan_in), §4.3) or 'timm' (timm's Mixer init).
-            nlhb: As in timm: initialise the head bias to -log(num_classes).
-            drop_rate: Head dropout.
-            proj_drop_rate: Dropout inside the mixing MLPs.
-            drop_path_rate: Stochastic depth rate (the same in every block, as timm's Mixer).
-            stem_norm: LayerNorm after the per-patch FC.
-            global_pool: 'avg' or '' (no pooling).
-            tiles: K > 1 for a model expanded from K-times smaller images (`expand_resolution`): the image is
-                K × K tiles, tokens are grouped by tile after the stem, and every mixing layer acts on each tile
-                alone at initialisation (random permutations lifted tile by tile, W block-diagonal).
-        """
         super().__init__()
+        # the record: the arguments validated and resolved; sizes past the device's memory refused before
+        # anything is allocated; every part below is built from the record
+        args = MixerArgs.from_locals(locals())
+        self.check_size(args, device, dtype, sources=_width_sources(
+            args, mlp_ratio, gamma, token_hidden_dim, channel_hidden_dim))
+        self.model_args = args
         dd = {'device': device, 'dtype': dtype}
-        # the arguments, validated and resolved into the model's record: every part below is built from it
-        self.model_args = args = _resolve_args(dict(
-            num_classes=num_classes, img_size=img_size, in_chans=in_chans, patch_size=patch_size,
-            num_blocks=num_blocks, embed_dim=embed_dim, mlp_ratio=mlp_ratio, gamma=gamma,
-            token_hidden_dim=token_hidden_dim, channel_hidden_dim=channel_hidden_dim, num_tokens=num_tokens,
-            block_type=block_type, permutation=permutation, perm_seed=perm_seed, skip_layer=skip_layer,
-            norm_layer=norm_layer, norm_eps=norm_eps, act_layer=act_layer, weight_init=weight_init, nlhb=nlhb,
-            drop_rate=drop_rate, proj_drop_rate=proj_drop_rate, drop_path_rate=drop_path_rate, stem_norm=stem_norm,
-            global_pool=global_pool, tiles=tiles), device, dtype)
-        self._set_attributes(args)
-        norm_layer = _make_norm(args)
-        self.stem = PatchEmbed(
-            img_size=self.img_size, patch_size=args['patch_size'], in_chans=self.in_chans, embed_dim=self.embed_dim,
-            norm_layer=norm_layer if args['stem_norm'] else None, **dd,
-        )
-        self.tile_tokens = TileTokens(self.grid_size, self.tiles) if self.tiles > 1 else nn.Identity()
-        self.blocks = self._make_blocks(args, norm_layer, **dd)
-        reduction = self.stem.feat_ratio()
-        self.feature_info = [
-            dict(module=f'blocks.{i}', num_chs=self.embed_dim, reduction=reduction) for i in range(len(self.blocks))]
-        self.norm = norm_layer(self.embed_dim, **dd)
-        self.head_drop = nn.Dropout(args['drop_rate'])
-        self.head = nn.Linear(self.embed_dim, self.num_classes, **dd) if self.num_classes > 0 else nn.Identity()
-        self.init_weights(args['weight_init'])
-
-    def _set_attributes(self, args: ModelArgs) -> None:
-        """The attributes timm's API and the forward read, from the record."""
-        self.num_classes = args['num_classes']
-        self.in_chans = args['in_chans']
-        self.img_size = args['img_size']
-        self.global_pool = args['global_pool']
-        self.num_features = self.head_hidden_size = self.embed_dim = args['embed_dim']
+        # what timm's API and the forward read
+        self.num_classes, self.global_pool, self.in_chans, self.img_size = \
+            args.num_classes, args.global_pool, args.in_chans, args.img_size
+        self.num_features = self.head_hidden_size = self.embed_dim = args.embed_dim
+        self.num_patches, self.num_tokens, self.tiles = args.num_patches, args.num_tokens, args.tiles
         self.grad_checkpointing = False
-        self.perm_seed = args['perm_seed']
-        self.nlhb = args['nlhb']
-        self.grid_size = (args['img_size'][0] // args['patch_size'][0], args['img_size'][1] // args['patch_size'][1])
-        self.num_patches, self.num_tokens = self.grid_size[0] * self.grid_size[1], args['num_tokens']
-        self.tiles = args['tiles']
-        self.token_hidden, self.channel_hidden = args['token_hidden_dim'], args['channel_hidden_dim']
 
-    def _make_blocks(self, args: ModelArgs, norm_layer: Callable[..., nn.Module], **dd: Any) -> nn.Sequential:
-        """The L blocks; block 0 maps the S0 patches to S tokens (through the skip layer when S ≠ S0)."""
-        permutations = _block_permutations(args['permutation'], args['num_blocks'])
-        return nn.Sequential(*[
-            PKMixerBlock(
-                self.embed_dim,
-                self.num_patches if i == 0 else self.num_tokens,
-                self.num_tokens,
-                self.token_hidden,
-                self.channel_hidden,
-                permutation=permutations[i],
-                perm_seed=self.perm_seed,
-                key=f'blocks.{i}',
-                skip_layer=args['skip_layer'] and i == 0,
-                norm_layer=norm_layer,
-                act_layer=get_act_layer(args['act_layer']),
-                drop=args['proj_drop_rate'],
-                drop_path=args['drop_path_rate'],
-                tiles=self.tiles * self.tiles,
-                **dd,
-            )
-            for i in range(args['num_blocks'])])
-
-    @torch.jit.ignore
-    def describe(self) -> ModelDescription:
-        """S, C, L, hidden widths, Ω, m, p, γ, per-block permutations and seed (see `ModelDescription`), read from
-        the record `model_args`."""
-        args = self.model_args
-        return describe_mixer(
-            args['num_tokens'], args['embed_dim'], args['num_blocks'], args['token_hidden_dim'],
-            args['channel_hidden_dim'], permutation=_block_permutations(args['permutation'], args['num_blocks']),
-            perm_seed=args['perm_seed'], tiles=args['tiles'])
+        norm_layer = _make_norm(args)
+        self.stem = PatchEmbed(img_size=args.img_size, patch_size=args.patch_size, in_chans=args.in_chans,
+                               embed_dim=args.embed_dim, norm_layer=norm_layer if args.stem_norm else None, **dd)
+        self.tile_tokens = TileTokens(args.grid, args.tiles) if args.tiles > 1 else nn.Identity()
+        self.blocks = _make_blocks(args, norm_layer, **dd)
+        self.feature_info = [dict(module=f'blocks.{i}', num_chs=args.embed_dim, reduction=self.stem.feat_ratio())
+                             for i in range(args.num_blocks)]
+        self.norm = norm_layer(args.embed_dim, **dd)
+        self.head_drop = nn.Dropout(args.drop_rate)
+        self.head = nn.Linear(args.embed_dim, args.num_classes, **dd) if args.num_classes > 0 else nn.Identity()
+        self.init_weights(args.weight_init)
 
     @torch.jit.ignore
     def init_weights(self, mode: str = 'paper') -> None:
         """'paper': mixing and skip weights N(0, 1/fan_in) (§4.3), zero biases and head;
         'timm': timm's MLP-Mixer init (xavier uniform, tiny MLP biases, zero head). Head bias -log(classes)
         with `nlhb`. Permutations are (re)computed from the seed."""
-        head_bias = -math.log(self.num_classes) if self.nlhb and self.num_classes > 0 else 0.
+        head_bias = -math.log(self.num_classes) if self.model_args.nlhb and self.num_classes > 0 else 0.
         if mode == 'paper':
             named_apply(partial(_init_weights_paper, head_bias=head_bias), module=self)
         else:
@@ -532,6 +595,30 @@ def _init_weights_paper(module: nn.Module, name: str, head_bias: float = 0.) -> 
     elif isinstance(module, nn.LayerNorm):
         nn.init.ones_(module.weight)
         nn.init.zeros_(module.bias)
+
+
+def _make_blocks(args: MixerArgs, norm_layer: Callable[..., nn.Module], **dd: Any) -> nn.Sequential:
+    """The L blocks of record `args`; block 0 maps the S0 patches to S tokens (through the skip layer when
+    S ≠ S0)."""
+    return nn.Sequential(*[
+        PKMixerBlock(
+            args.embed_dim,
+            args.num_patches if i == 0 else args.num_tokens,
+            args.num_tokens,
+            args.token_hidden_dim,
+            args.channel_hidden_dim,
+            permutation=args.permutation[i],
+            perm_seed=args.perm_seed,
+            key=f'blocks.{i}',
+            skip_layer=args.skip_layer and i == 0,
+            norm_layer=norm_layer,
+            act_layer=get_act_layer(args.act_layer),
+            drop=args.proj_drop_rate,
+            drop_path=args.drop_path_rate,
+            tiles=args.tiles * args.tiles,
+            **dd,
+        )
+        for i in range(args.num_blocks)])
 
 
 def _create_pk_mixer(variant: str, pretrained: bool, model_args: Dict[str, Any], **kwargs) -> PKMixer:

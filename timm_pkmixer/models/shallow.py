@@ -16,20 +16,22 @@ pooling; Table S.1), B_1, B_2 are n × n structured matrices without bias and B_
 Neither builds an n × n matrix. ``num_blocks`` generalises the depth (activation after every B_i but the
 last). The features are returned as a (B, n, 1, 1) map: one position with n channels.
 """
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
+from timm.layers import get_act_layer
 from timm.models import checkpoint_seq, generate_default_cfgs, register_model
 
 from .._timm import feature_take_indices
 from ..description import ModelDescription, describe_shallow
 from ..layers import KroneckerLinear, MonarchLinear, monarch_block_size
-from ..sizes import check_shallow_size
+from ..sizes import PlannedTensor
 from ..validation import choice, int_pair, non_negative_int, positive_int, rate
 from ._common import FlatMapHeadMixin, ModelArgs, PKModelMixin, act_layer_arg, build_registered, check_input, paper_cfg
 
-__all__ = ['STRUCTURES', 'ShallowBlock', 'ShallowMlp']
+__all__ = ['STRUCTURES', 'ShallowBlock', 'ShallowArgs', 'ShallowMlp']
 
 STRUCTURES = ('monarch', 'kronecker')
 
@@ -63,8 +65,66 @@ class ShallowBlock(nn.Module):
         return self.act(self.fc(x))
 
 
+@dataclass(frozen=True, eq=False)
+class ShallowArgs(ModelArgs):
+    """The record of a :class:`ShallowMlp` (:class:`~timm_pkmixer.models.ModelArgs`), canonical: pairs as tuples,
+    the activation by its timm name."""
+    num_classes: int
+    img_size: Tuple[int, int]
+    in_chans: int
+    structure: str               # 'monarch' or 'kronecker'
+    num_blocks: int
+    act_layer: Union[str, Callable[..., nn.Module]]
+    drop_rate: float
+    global_pool: str
+
+    @classmethod
+    def resolve(cls, given: Mapping[str, Any]) -> 'ShallowArgs':
+        """The record of ShallowMlp's arguments `given`, validated (each refusal names its argument)."""
+        args = cls(
+            num_classes=non_negative_int('num_classes', given['num_classes']),
+            img_size=int_pair('img_size', given['img_size']), in_chans=positive_int('in_chans', given['in_chans']),
+            structure=choice('structure', given['structure'], STRUCTURES),
+            num_blocks=positive_int('num_blocks', given['num_blocks']),
+            act_layer=act_layer_arg(given['act_layer'])[0], drop_rate=rate('drop_rate', given['drop_rate']),
+            global_pool=choice('global_pool', given['global_pool'], ('', 'avg')))
+        if args.structure == 'monarch':
+            monarch_block_size('in_chans·H·W', args.features)  # refused unless n is a perfect square
+        return args
+
+    @property
+    def features(self) -> int:
+        """n = in_chans·H·W."""
+        return self.in_chans * self.img_size[0] * self.img_size[1]
+
+    @property
+    def shape(self) -> Tuple[int, int]:
+        """The input read as a matrix: (√n, √n) for Monarch (b blocks of b × b), (in_chans·H, W) for Kronecker."""
+        if self.structure == 'monarch':
+            b = monarch_block_size('in_chans·H·W', self.features)
+            return b, b
+        return self.in_chans * self.img_size[0], self.img_size[1]
+
+    def describe(self) -> ModelDescription:
+        """Family 'Shallow Monarch' / 'Shallow Kronecker', S × C = the matrix shape, depth, Ω, p (§4.1)."""
+        return describe_shallow(self.structure, *self.shape, self.num_blocks)
+
+    def planned_tensors(self, itemsize: int, sources: Mapping[str, str]) -> List[PlannedTensor]:
+        """Each layer's factors (Monarch L and R: √n blocks of √n × √n; Kronecker V, W) and the n-wide head."""
+        rows, cols = self.shape
+        cause = f'img_size={self.img_size}, in_chans={self.in_chans} (n = {self.features})'
+        if self.structure == 'monarch':
+            plan = [PlannedTensor('blocks.*.fc.l, r', (rows, rows, rows), itemsize, cause, 2 * self.num_blocks)]
+        else:
+            plan = [PlannedTensor('blocks.*.fc.v.weight', (rows, rows), itemsize, cause, self.num_blocks),
+                    PlannedTensor('blocks.*.fc.w.weight', (cols, cols), itemsize, cause, self.num_blocks)]
+        return plan + [PlannedTensor('head.weight', (self.num_classes, self.features), itemsize,
+                                     f'num_classes={self.num_classes}, {cause}')]
+
+
 class ShallowMlp(FlatMapHeadMixin, PKModelMixin, nn.Module):
-    """x ↦ B_c B_L φ(… φ(B_1 x)): (B, in_chans, H, W) → (B, num_classes); ``forward_features`` gives (B, n, 1, 1)."""
+    """x ↦ B_c B_L φ(… φ(B_1 x)): (B, in_chans, H, W) → (B, num_classes); ``forward_features`` gives (B, n, 1, 1).
+    ``model_args`` is its record (:class:`ShallowArgs`), from which every part is built."""
 
     def __init__(
             self,
@@ -92,53 +152,31 @@ class ShallowMlp(FlatMapHeadMixin, PKModelMixin, nn.Module):
             global_pool: 'avg' (the 1×1 map to a vector) or ''.
         """
         super().__init__()
+        # the record: the arguments validated and resolved; sizes past the device's memory refused before
+        # anything is allocated; every part below is built from the record
+        args = ShallowArgs.from_locals(locals())
+        self.check_size(args, device, dtype)
+        self.model_args = args
         dd = {'device': device, 'dtype': dtype}
-        num_classes = non_negative_int('num_classes', num_classes)
-        img_size = int_pair('img_size', img_size)
-        in_chans = positive_int('in_chans', in_chans)
-        structure = choice('structure', structure, STRUCTURES)
-        num_blocks = positive_int('num_blocks', num_blocks)
-        drop_rate = rate('drop_rate', drop_rate)
-        global_pool = choice('global_pool', global_pool, ('', 'avg'))
-        act_name, act = act_layer_arg(act_layer)
-        features = in_chans * img_size[0] * img_size[1]
-        if structure == 'monarch':
-            b = monarch_block_size('in_chans·H·W', features)
-            shape = (b, b)
-        else:
-            shape = (in_chans * img_size[0], img_size[1])
-        check_shallow_size(  # refuse sizes past the device's memory before allocating (timm_pkmixer.sizes)
-            structure=structure, shape=shape, num_blocks=num_blocks, num_classes=num_classes, device=device,
-            dtype=dtype, cause=f'img_size={img_size}, in_chans={in_chans} (n = {features})')
-
-        self.num_classes = num_classes
-        self.in_chans = in_chans
-        self.img_size = img_size
-        self.structure = structure
-        self.shape = shape
-        self.global_pool = global_pool
-        self.num_features = self.head_hidden_size = features
+        # what timm's API and the forward read
+        self.num_classes, self.global_pool, self.in_chans, self.img_size = \
+            args.num_classes, args.global_pool, args.in_chans, args.img_size
+        self.num_features = self.head_hidden_size = args.features
+        self.structure, self.shape = args.structure, args.shape
         self.grad_checkpointing = False
 
         self.stem = nn.Flatten(1)  # vec of the image: (B, in_chans, H, W) → (B, n)
+        act = get_act_layer(args.act_layer)
         self.blocks = nn.Sequential(*[
-            ShallowBlock(structure, shape, act_layer=act if i < num_blocks - 1 else None, **dd)
-            for i in range(num_blocks)])
-        reduction = max(img_size)
-        self.feature_info = [dict(module='stem', num_chs=features, reduction=reduction)] + [
-            dict(module=f'blocks.{i}', num_chs=features, reduction=reduction) for i in range(num_blocks)]
+            ShallowBlock(args.structure, args.shape, act_layer=act if i < args.num_blocks - 1 else None, **dd)
+            for i in range(args.num_blocks)])
+        reduction = max(args.img_size)
+        self.feature_info = [dict(module='stem', num_chs=args.features, reduction=reduction)] + [
+            dict(module=f'blocks.{i}', num_chs=args.features, reduction=reduction) for i in range(args.num_blocks)]
         self.norm = nn.Identity()  # no LayerNorm (Table S.1); kept for timm's pruning API
-        self.head_drop = nn.Dropout(drop_rate)
-        self.head = nn.Linear(features, num_classes, **dd) if num_classes > 0 else nn.Identity()
+        self.head_drop = nn.Dropout(args.drop_rate)
+        self.head = nn.Linear(args.features, args.num_classes, **dd) if args.num_classes > 0 else nn.Identity()
         self.init_weights()
-        self.model_args = ModelArgs(dict(
-            num_classes=num_classes, img_size=img_size, in_chans=in_chans, structure=structure,
-            num_blocks=num_blocks, act_layer=act_name, drop_rate=drop_rate, global_pool=global_pool))
-
-    @torch.jit.ignore
-    def describe(self) -> ModelDescription:
-        """Family 'Shallow Monarch' / 'Shallow Kronecker', S × C = the matrix shape, depth, Ω, p (§4.1)."""
-        return describe_shallow(self.structure, self.shape[0], self.shape[1], len(self.blocks))
 
     @torch.jit.ignore
     def init_weights(self) -> None:

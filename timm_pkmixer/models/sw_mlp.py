@@ -5,7 +5,9 @@ Paper: `Understanding MLP-Mixer as a Wide and Sparse MLP` - https://arxiv.org/ab
 
 Per-patch FC, vectorisation, a masked input layer to width m, L residual sparse blocks
 x ↦ x + φ((M ⊙ W) LN(x)) (eq. S.16), or MLP blocks x ↦ x + φ((M2 ⊙ W2) φ((M1 ⊙ W1) LN(x)))
-with hidden γm (eq. S.17), LayerNorm and a linear classifier. Every mask is Bernoulli(p),
+with hidden γm (eq. S.17), LayerNorm and a linear classifier. C.1 reads the SW-MLP as the MLP-Mixer with its
+factors replaced by M ⊙ A, i.e. the Mixer block's form without the outer φ: ``outer_act=False`` builds that
+one (the default, True, is eq. S.17). Every mask is Bernoulli(p),
 fixed at construction. The width follows Ω = p·γ·m² (eq. 13, S.43) unless given.
 
 The paper does not say how the S0·C per-patch features reach width m; here a masked linear
@@ -14,7 +16,9 @@ alone take m² bytes per layer, so this model is for CIFAR-size widths.
 
 The features are returned as a (B, m, 1, 1) map: one position with m channels.
 """
-from typing import Any, Dict, List, Optional, Tuple, Union
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -25,8 +29,18 @@ from .._timm import feature_take_indices
 from ..description import ModelDescription, describe_sw_mlp
 from ..errors import InvalidArgumentError
 from ..layers import MaskedLinear
-from ..sizes import check_sw_mlp_size
-from ..validation import choice, integer, non_negative_int, optional, positive_int, positive_real, probability, rate
+from ..sizes import PlannedTensor, refuse_unbounded
+from ..validation import (
+    boolean,
+    choice,
+    integer,
+    non_negative_int,
+    optional,
+    positive_int,
+    positive_real,
+    probability,
+    rate,
+)
 from ..width import sw_mlp_width
 from ._common import (
     FlatMapHeadMixin,
@@ -41,13 +55,16 @@ from ._common import (
 
 MAX_WIDTH = 2 ** 20  # m² = 2^40 weights per layer (4 TiB in fp32): far past any machine
 
-__all__ = ['SparseBlock', 'SwMlp']
+__all__ = ['SparseBlock', 'SwMlpArgs', 'SwMlp']
 
 torch.fx.wrap('check_input')  # the input check is one node of an FX graph
 
 
 class SparseBlock(nn.Module):
-    """x ↦ x + φ((M ⊙ W) LN(x)) (eq. S.16), or with a hidden layer of width γm (eq. S.17). (B, m) → (B, m)."""
+    """A residual block of masked linear layers, (B, m) → (B, m): x ↦ x + φ((M ⊙ W) LN(x)) (eq. S.16), or with a
+    hidden layer of width γm x ↦ x + φ((M2 ⊙ W2) φ((M1 ⊙ W1) LN(x))) (eq. S.17, `outer_act`), or without the
+    outer φ, x ↦ x + (M2 ⊙ W2) φ((M1 ⊙ W1) LN(x)): the MLP-Mixer block's form with its factors replaced by M ⊙ A,
+    as C.1 reads (`outer_act=False`)."""
 
     def __init__(
             self,
@@ -58,16 +75,19 @@ class SparseBlock(nn.Module):
             key: str = '',
             norm_eps: float = 1e-5,
             act_layer: Any = nn.GELU,
+            outer_act: bool = True,
             device=None,
             dtype=None,
     ) -> None:
         super().__init__()
         dd = {'device': device, 'dtype': dtype}
+        if not outer_act and not hidden:
+            raise InvalidArgumentError(_OUTER_ACT_NEEDS_GAMMA)
         self.norm = nn.LayerNorm(width, eps=norm_eps, **dd)
         self.fc1 = MaskedLinear(width, hidden or width, density, seed=mask_seed, key=f'{key}.fc1', **dd)
         self.act1 = act_layer()
         self.fc2 = MaskedLinear(hidden, width, density, seed=mask_seed, key=f'{key}.fc2', **dd) if hidden else None
-        self.act2 = act_layer() if hidden else nn.Identity()
+        self.act2 = act_layer() if hidden and outer_act else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.act1(self.fc1(self.norm(x)))
@@ -76,9 +96,8 @@ class SparseBlock(nn.Module):
         return x + y
 
 
-def _hidden_width(width: int, gamma: Optional[float]) -> Optional[int]:
-    """The MLP blocks' hidden width γm (None for FC blocks)."""
-    return None if gamma is None else round(gamma * width)
+_OUTER_ACT_NEEDS_GAMMA = ('outer_act=False needs gamma (MLP blocks): an FC block x + φ((M ⊙ W) LN(x)) has one φ, '
+                          'as the S-Mixer\'s')
 
 
 def _width(omega: Any, width: Any, density: float, gamma: float) -> int:
@@ -97,44 +116,100 @@ def _width(omega: Any, width: Any, density: float, gamma: float) -> int:
     return width
 
 
-def _resolve_args(given: Dict[str, Any], device: Any = None, dtype: Any = None) -> ModelArgs:
-    """The constructor's arguments, validated (each refusal names its argument) and resolved into the model's
-    record: the width m explicit (omega None), the per-patch FC's C explicit, the activation by timm name.
-    Sizes past the memory of the device the model is built on are refused here, naming the arguments as given,
-    before anything is allocated (:mod:`timm_pkmixer.sizes`)."""
-    num_classes = non_negative_int('num_classes', given['num_classes'])
-    img_size, patch_size, grid = patch_grid(given['img_size'], given['patch_size'])
-    in_chans = positive_int('in_chans', given['in_chans'])
-    num_blocks = positive_int('num_blocks', given['num_blocks'])
-    embed_dim = optional(positive_int, 'embed_dim', given['embed_dim'])
-    density = probability('density p', given['density'])
-    gamma = optional(positive_real, 'gamma', given['gamma'])
-    mask_seed = integer('mask_seed', given['mask_seed'])
-    norm_eps = positive_real('norm_eps', given['norm_eps'])
-    global_pool = choice('global_pool', given['global_pool'], ('', 'avg'))
-    drop_rate = rate('drop_rate', given['drop_rate'])
-    width = _width(given['omega'], given['width'], density, 1.0 if gamma is None else gamma)
-    act_layer, _ = act_layer_arg(given['act_layer'])
-    embed_dim = embed_dim or in_chans * patch_size[0] * patch_size[1]
-    source = 'width' if given['width'] is not None else \
-        f'omega={2 ** 18 if given["omega"] is None else given["omega"]:g} at density p={density:g}'
-    check_sw_mlp_size(
-        grid=grid, in_chans=in_chans, patch_size=patch_size, embed_dim=embed_dim, width=width, width_source=source,
-        num_blocks=num_blocks, gamma=gamma, num_classes=num_classes, device=device, dtype=dtype)
-    hidden = _hidden_width(width, gamma)
-    if hidden is not None and hidden < 1:
-        raise InvalidArgumentError(f'gamma={given["gamma"]!r} gives a hidden width of {hidden} for m={width}')
-    resolved = dict(
-        num_classes=num_classes, img_size=img_size, in_chans=in_chans, patch_size=patch_size,
-        embed_dim=embed_dim, num_blocks=num_blocks, density=density,
-        omega=None, width=width, gamma=gamma, mask_seed=mask_seed, norm_eps=norm_eps, act_layer=act_layer,
-        drop_rate=drop_rate, global_pool=global_pool)
-    return ModelArgs({k: resolved[k] for k in given})  # in the constructor's order
+def _hidden_width(width: int, gamma: Optional[float]) -> Optional[int]:
+    """The MLP blocks' hidden width γm (None for FC blocks); past any float, refused as too large."""
+    if gamma is None:
+        return None
+    if not math.isfinite(gamma * width):
+        refuse_unbounded('blocks.*.fc1.weight, mask', f'gamma={gamma!r}, width={width}')
+    hidden = round(gamma * width)
+    if hidden < 1:
+        raise InvalidArgumentError(f'gamma={gamma!r} gives a hidden width of {hidden} for m={width}')
+    return hidden
+
+
+@dataclass(frozen=True, eq=False)
+class SwMlpArgs(ModelArgs):
+    """The record of an :class:`SwMlp` (:class:`~timm_pkmixer.models.ModelArgs`), canonical: the width m explicit
+    (``omega`` always None), the per-patch FC's C explicit, the activation by its timm name."""
+    num_classes: int
+    img_size: Tuple[int, int]
+    in_chans: int
+    patch_size: Tuple[int, int]
+    embed_dim: int
+    num_blocks: int
+    density: float
+    omega: None                  # resolved into the width
+    width: int                   # m
+    gamma: Optional[float]       # None: FC blocks (eq. S.16)
+    outer_act: bool              # MLP blocks: φ after the second layer (eq. S.17) or not (C.1's reading)
+    mask_seed: int
+    norm_eps: float
+    act_layer: Union[str, Any]
+    drop_rate: float
+    global_pool: str
+
+    @classmethod
+    def resolve(cls, given: Mapping[str, Any]) -> 'SwMlpArgs':
+        """The record of SwMlp's arguments `given`, validated (each refusal names its argument)."""
+        img_size, patch_size, grid = patch_grid(given['img_size'], given['patch_size'])
+        in_chans = positive_int('in_chans', given['in_chans'])
+        density = probability('density p', given['density'])
+        gamma = optional(positive_real, 'gamma', given['gamma'])
+        outer_act = boolean('outer_act', given['outer_act'])
+        if not outer_act and gamma is None:
+            raise InvalidArgumentError(_OUTER_ACT_NEEDS_GAMMA)
+        embed_dim = optional(positive_int, 'embed_dim', given['embed_dim'])
+        return cls(
+            num_classes=non_negative_int('num_classes', given['num_classes']), img_size=img_size,
+            in_chans=in_chans, patch_size=patch_size, embed_dim=embed_dim or in_chans * patch_size[0] * patch_size[1],
+            num_blocks=positive_int('num_blocks', given['num_blocks']), density=density, omega=None,
+            width=_width(given['omega'], given['width'], density, 1.0 if gamma is None else gamma), gamma=gamma,
+            outer_act=outer_act, mask_seed=integer('mask_seed', given['mask_seed']),
+            norm_eps=positive_real('norm_eps', given['norm_eps']), act_layer=act_layer_arg(given['act_layer'])[0],
+            drop_rate=rate('drop_rate', given['drop_rate']),
+            global_pool=choice('global_pool', given['global_pool'], ('', 'avg')))
+
+    @property
+    def hidden(self) -> Optional[int]:
+        """The MLP blocks' hidden width γm (None for FC blocks)."""
+        return _hidden_width(self.width, self.gamma)
+
+    @property
+    def num_inputs(self) -> int:
+        """S0·C: the vectorised per-patch features."""
+        return self.img_size[0] // self.patch_size[0] * (self.img_size[1] // self.patch_size[1]) * self.embed_dim
+
+    def describe(self) -> ModelDescription:
+        return describe_sw_mlp(self.width, self.num_blocks, self.density, self.hidden, self.mask_seed,
+                               outer_act=self.outer_act)
+
+    def planned_tensors(self, itemsize: int, sources: Mapping[str, str]) -> List[PlannedTensor]:
+        """The per-patch FC, head and masked weights (each with its bool mask), naming the arguments that set them
+        (`sources`: 'width', how the caller set m)."""
+        m, L, c = self.width, self.num_blocks, self.embed_dim
+        width = sources.get('width', f'width={m}')
+        masked = itemsize + 1
+        plan = [
+            PlannedTensor('stem.proj.weight', (c, self.in_chans, *self.patch_size), itemsize,
+                          f'embed_dim={c} (with patch_size={self.patch_size}, in_chans={self.in_chans})'),
+            PlannedTensor('head.weight', (self.num_classes, m), itemsize, f'num_classes={self.num_classes}, {width}'),
+        ]
+        if self.num_inputs != m:
+            plan.append(PlannedTensor('in_proj.weight, mask', (m, self.num_inputs), masked, f'{width}, embed_dim={c}'))
+        hidden = self.hidden
+        if hidden is None:
+            plan.append(PlannedTensor('blocks.*.fc1.weight, mask', (m, m), masked, width, L))
+        else:
+            src = f'gamma={self.gamma!r}, {width}'
+            plan += [PlannedTensor('blocks.*.fc1.weight, mask', (hidden, m), masked, src, L),
+                     PlannedTensor('blocks.*.fc2.weight, mask', (m, hidden), masked, src, L)]
+        return plan
 
 
 class SwMlp(FlatMapHeadMixin, PKModelMixin, nn.Module):
     """SW-MLP: (B, in_chans, H, W) → (B, num_classes); ``forward_features`` gives (B, m, 1, 1).
-    ``model_args`` holds the arguments it was built with, resolved (:class:`~timm_pkmixer.models.ModelArgs`).
+    ``model_args`` is its record (:class:`SwMlpArgs`), from which every part is built.
     """
 
     def __init__(
@@ -149,6 +224,7 @@ class SwMlp(FlatMapHeadMixin, PKModelMixin, nn.Module):
             omega: Optional[float] = None,
             width: Optional[int] = None,
             gamma: Optional[float] = None,
+            outer_act: bool = True,
             mask_seed: int = 0,
             norm_eps: float = 1e-5,
             act_layer: Union[str, Any] = 'gelu',
@@ -169,6 +245,8 @@ class SwMlp(FlatMapHeadMixin, PKModelMixin, nn.Module):
             omega: Ω, average connections per layer; sets m = round(√(Ω/(γp))) (default 2^18). Or `width`.
             width: Explicit width m (then Ω = pγm²). Instead of `omega`.
             gamma: The paper's γ: MLP blocks with hidden width γm (eq. S.17); None for FC blocks (eq. S.16).
+            outer_act: MLP blocks: x + φ(M2⊙W2 φ(M1⊙W1 LN x)) as eq. S.17 (True), or x + M2⊙W2 φ(M1⊙W1 LN x),
+                the MLP-Mixer block with its factors replaced by M ⊙ A as C.1 reads (False; needs `gamma`).
             mask_seed: Seed of the masks (a fixed hash stream, identical on every machine).
             norm_eps: LayerNorm epsilon.
             act_layer: Activation φ.
@@ -176,48 +254,36 @@ class SwMlp(FlatMapHeadMixin, PKModelMixin, nn.Module):
             global_pool: 'avg' (the 1×1 map to a vector) or ''.
         """
         super().__init__()
+        # the record: the arguments validated and resolved; sizes past the device's memory refused before
+        # anything is allocated; every part below is built from the record
+        args = SwMlpArgs.from_locals(locals())
+        source = f'width={args.width}' if width is not None else \
+            f'omega={2 ** 18 if omega is None else omega:g} at density p={args.density:g}'
+        self.check_size(args, device, dtype, sources={'width': source})
+        self.model_args = args
         dd = {'device': device, 'dtype': dtype}
-        # the arguments, validated and resolved into the model's record: every part below is built from it
-        self.model_args = args = _resolve_args(dict(
-            num_classes=num_classes, img_size=img_size, in_chans=in_chans, patch_size=patch_size, embed_dim=embed_dim,
-            num_blocks=num_blocks, density=density, omega=omega, width=width, gamma=gamma, mask_seed=mask_seed,
-            norm_eps=norm_eps, act_layer=act_layer, drop_rate=drop_rate, global_pool=global_pool), device, dtype)
-        self._set_attributes(args)
-        self.stem = PatchEmbed(img_size=self.img_size, patch_size=args['patch_size'], in_chans=self.in_chans,
-                               embed_dim=args['embed_dim'], **dd)
-        num_inputs = self.stem.num_patches * args['embed_dim']
-        self.in_proj = nn.Identity() if num_inputs == self.width else MaskedLinear(
-            num_inputs, self.width, self.density, seed=self.mask_seed, key='in_proj', **dd)
-        self.blocks = nn.Sequential(*[
-            SparseBlock(self.width, self.density, self.hidden, mask_seed=self.mask_seed, key=f'blocks.{i}',
-                        norm_eps=args['norm_eps'], act_layer=get_act_layer(args['act_layer']), **dd)
-            for i in range(args['num_blocks'])])
-        self.feature_info = [dict(module=f'blocks.{i}', num_chs=self.width, reduction=max(self.img_size))
-                             for i in range(args['num_blocks'])]
-        self.norm = nn.LayerNorm(self.width, eps=args['norm_eps'], **dd)
-        self.head_drop = nn.Dropout(args['drop_rate'])
-        self.head = nn.Linear(self.width, self.num_classes, **dd) if self.num_classes > 0 else nn.Identity()
-        self.init_weights()
-
-    def _set_attributes(self, args: ModelArgs) -> None:
-        """The attributes timm's API and the forward read, from the record."""
-        self.num_classes = args['num_classes']
-        self.in_chans = args['in_chans']
-        self.img_size = args['img_size']
-        self.global_pool = args['global_pool']
-        self.density = args['density']
-        self.width = args['width']
-        self.mask_seed = args['mask_seed']
-        self.hidden = _hidden_width(args['width'], args['gamma'])
-        self.num_features = self.head_hidden_size = args['width']
+        # what timm's API and the forward read
+        self.num_classes, self.global_pool, self.in_chans, self.img_size = \
+            args.num_classes, args.global_pool, args.in_chans, args.img_size
+        self.num_features = self.head_hidden_size = self.width = args.width
+        self.density = args.density
         self.grad_checkpointing = False
 
-    @torch.jit.ignore
-    def describe(self) -> ModelDescription:
-        """m, p, γ, Ω, depth and mask seed (see `ModelDescription`), read from the record `model_args`."""
-        args = self.model_args
-        return describe_sw_mlp(args['width'], args['num_blocks'], args['density'],
-                               _hidden_width(args['width'], args['gamma']), args['mask_seed'])
+        self.stem = PatchEmbed(img_size=args.img_size, patch_size=args.patch_size, in_chans=args.in_chans,
+                               embed_dim=args.embed_dim, **dd)
+        self.in_proj = nn.Identity() if args.num_inputs == args.width else MaskedLinear(
+            args.num_inputs, args.width, args.density, seed=args.mask_seed, key='in_proj', **dd)
+        self.blocks = nn.Sequential(*[
+            SparseBlock(args.width, args.density, args.hidden, mask_seed=args.mask_seed, key=f'blocks.{i}',
+                        norm_eps=args.norm_eps, act_layer=get_act_layer(args.act_layer), outer_act=args.outer_act,
+                        **dd)
+            for i in range(args.num_blocks)])
+        self.feature_info = [dict(module=f'blocks.{i}', num_chs=args.width, reduction=max(args.img_size))
+                             for i in range(args.num_blocks)]
+        self.norm = nn.LayerNorm(args.width, eps=args.norm_eps, **dd)
+        self.head_drop = nn.Dropout(args.drop_rate)
+        self.head = nn.Linear(args.width, args.num_classes, **dd) if args.num_classes > 0 else nn.Identity()
+        self.init_weights()
 
     @torch.jit.ignore
     def init_weights(self) -> None:

@@ -3,9 +3,10 @@
 The folder a push uploads, and that ``pkmixer push --out-dir`` only writes:
 
 * ``model.safetensors`` and ``config.json`` (``architecture``, ``num_classes``, ``model_args``: the model's
-  resolved arguments ``model.model_args`` less the training-only rates, ``pretrained_cfg``), written by timm's
-  own ``save_for_hf``, so that
-  ``timm.create_model('hf-hub:ORG/NAME', pretrained=True)`` rebuilds the same function;
+  resolved arguments ``model.model_args`` less the training-only rates and ``num_classes``, which sits at the root
+  only; ``pretrained_cfg``; ``label_names`` of an ImageFolder run), written by timm's own ``save_for_hf``, so that
+  ``timm.create_model('hf-hub:ORG/NAME', pretrained=True)`` and transformers'
+  ``AutoModelForImageClassification.from_pretrained('ORG/NAME')`` rebuild the same function;
 * ``README.md``, the model card (timm's ``generate_readme``, see `model_card`);
 * ``train_hparams.yaml``, the run's ``args.yaml`` when it sits beside the checkpoint.
 
@@ -15,11 +16,12 @@ README and also uploads a pickle; the upload itself is `huggingface_hub`'s ``cre
 model it is given (the exported ``pretrained_cfg`` goes to a shallow view of it).
 """
 import copy
+import json
 import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from timm.models import save_for_hf
@@ -28,7 +30,7 @@ from ..errors import InvalidArgumentError
 from ..models._common import TRAINING_ONLY_ARGS
 from .checkpoint_file import TrainingCheckpoint, build_validated_model, read_checkpoint, read_train_args
 
-__all__ = ['HubFolder', 'export_model_args', 'write_hub_folder', 'upload_to_hub', 'check_repo_id',
+__all__ = ['HubFolder', 'export_model_args', 'label_names_of_run', 'write_hub_folder', 'upload_to_hub', 'check_repo_id',
            # reading and checking a checkpoint live in checkpoint_file; importable here as before
            'TrainingCheckpoint', 'read_checkpoint', 'build_validated_model']
 
@@ -49,8 +51,45 @@ def check_repo_id(repo_id: str) -> str:
 def export_model_args(model: torch.nn.Module) -> Dict[str, Any]:
     """`model_args` of config.json: the model's resolved arguments (``model.model_args``: every argument, the
     permutation and mask seeds included) without the training-only rates, so the Hub copy rebuilds the same
-    function."""
-    return model.model_args.to_json(exclude=TRAINING_ONLY_ARGS)
+    function, and without ``num_classes``: config.json holds it at its root, which timm reads into the pretrained
+    cfg and transformers' ``TimmWrapper`` passes as ``num_classes=`` beside ``model_args`` (twice is a
+    duplicate keyword there)."""
+    return model.model_args.to_json(exclude=TRAINING_ONLY_ARGS + ('num_classes',))
+
+
+def label_names_of_run(train_args: Dict[str, Any], num_classes: int) -> Tuple[Optional[List[str]], str]:
+    """(class names, note) of a train.py run on an ImageFolder (``args.yaml``: no ``--dataset`` reader prefix,
+    ``data_dir`` a folder of class subfolders), read as timm reads them for training (``create_dataset`` of the
+    train split, its ``class_map`` honoured): index i is class i. None, with a note saying why, where the run's
+    data is another kind or its folder is not on this machine."""
+    data_dir, dataset = train_args.get('data_dir'), str(train_args.get('dataset') or '')
+    if not data_dir or '/' in dataset or dataset.lower() not in ('', 'folder'):
+        return None, ''
+    if not Path(data_dir).is_dir():
+        return None, f'label_names not written: the run\'s data_dir {data_dir} is not a folder on this machine'
+    from timm.data import create_dataset
+    try:
+        dataset = create_dataset(dataset, root=data_dir, split=train_args.get('train_split') or 'train',
+                                 class_map=train_args.get('class_map') or '')
+        class_to_idx = dataset.reader.class_to_idx
+    except (AttributeError, OSError, RuntimeError, ValueError) as e:
+        return None, f'label_names not written: the classes of {data_dir} could not be read ({e})'
+    names = [name for name, _ in sorted(class_to_idx.items(), key=lambda item: item[1])]
+    if len(names) != num_classes:
+        return None, (f'label_names not written: {data_dir} has {len(names)} classes, the model '
+                      f'{num_classes} outputs')
+    return names, ''
+
+
+def _save_config(exported: torch.nn.Module, out: Path, label_names: Optional[List[str]]) -> None:
+    """model.safetensors and config.json by timm's ``save_for_hf``; `label_names` at the root, timm's place for
+    them (timm reads them into the pretrained cfg, transformers into ``config.id2label``)."""
+    model_args = export_model_args(exported)
+    save_for_hf(exported, str(out), model_args=model_args, safe_serialization=True,
+                model_config={'label_names': label_names} if label_names else None)
+    config = json.loads((out / 'config.json').read_text(encoding='utf-8'))
+    config.get('model_args', {}).pop('num_classes', None)  # timm adds the model's own; it is at the root
+    (out / 'config.json').write_text(json.dumps(config, indent=2), encoding='utf-8')
 
 
 def _export_pretrained_cfg(model: torch.nn.Module, train_args: Dict[str, Any], license: str) -> Dict[str, Any]:
@@ -105,15 +144,16 @@ def write_hub_folder(
     if out.exists() and any(out.iterdir()):
         raise InvalidArgumentError(f'out_dir {out} is not empty: choose a new or empty directory')
     license = license or model.pretrained_cfg.get('license') or 'apache-2.0'
-    model_args = export_model_args(model)
+    model_args = model.model_args.to_json(exclude=TRAINING_ONLY_ARGS)  # for the card: num_classes included
     train_args = {} if expanded_from else ckpt.train_args
     hparams = None if expanded_from else ckpt.hparams_file
     if hparams is not None:
         read_train_args(hparams)  # published only if it reads safely
     exported = copy.copy(model)  # a view: the same parameters, its own pretrained_cfg
     exported.pretrained_cfg = _export_pretrained_cfg(model, train_args, license)
+    label_names, label_note = label_names_of_run(ckpt.train_args, model.num_classes)
     out.mkdir(parents=True, exist_ok=True)
-    save_for_hf(exported, str(out), model_args=model_args, safe_serialization=True)
+    _save_config(exported, out, label_names)
     if hparams is not None:
         shutil.copyfile(hparams, out / 'train_hparams.yaml')
     metrics, note = None, ''
@@ -126,7 +166,7 @@ def write_hub_folder(
         datasets=datasets if datasets is not None else datasets_from_args(train_args),
         train_args=train_args, has_hparams_file=hparams is not None, metrics=metrics, expanded_from=expanded_from)
     (out / 'README.md').write_text(render_model_card(card, repo_id), encoding='utf-8')
-    return HubFolder(out, sorted(p.name for p in out.iterdir()), [note] if note else [])
+    return HubFolder(out, sorted(p.name for p in out.iterdir()), [n for n in (note, label_note) if n])
 
 
 def upload_to_hub(folder: str, repo_id: str, private: bool = False, commit_message: str = 'Add model') -> str:

@@ -104,7 +104,9 @@ def _usage(repo_id: str, num_classes: int) -> str:
     """The card's usage snippet; its top-k is never larger than the number of classes."""
     k = max(1, min(5, num_classes))
     return f'''```bash
-pip install timm-pkmixer   # registers the PK-family architectures in timm
+# timm-pkmixer registers the PK-family architectures in timm. It is not on PyPI: install it from its source,
+# e.g. in a checkout of its repository (or pip install a wheel built there: pip wheel --no-deps -w dist .)
+pip install .
 ```
 
 ```python
@@ -169,8 +171,8 @@ def build_model_card(
     description = (
         f'{_article(s.family)} {s.family} of the PK family of Hayase & Karakida, "{PAPER_TITLE}" '
         f'(ICML 2024, arXiv:{PAPER_ARXIV}), '
-        f'{how}. The architecture comes from '
-        f'[timm-pkmixer](https://pypi.org/project/timm-pkmixer/), which registers it in timm.')
+        f'{how}. The architecture comes from timm-pkmixer (installed from its source, not PyPI: see Usage), '
+        f'which registers it in timm.')
     return {
         'tags': ['image-classification', 'timm', 'timm-pkmixer', s.family_tag, f'arxiv:{PAPER_ARXIV}'],
         'license': license,
