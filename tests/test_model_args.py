@@ -248,3 +248,20 @@ def test_a_typed_arguments(name, kwargs, error, match):
 def test_b_derived_sizes(name, kwargs, match):
     with pytest.raises(InvalidArgumentError, match=match):
         build(name, **kwargs)
+
+
+@pytest.mark.parametrize('name,kwargs,meaning', [
+    ('pk_mixer_ss8_32', dict(gamma=(1.0, 2.0, 3.0)), '(tokens, channels)'),
+    ('pk_mixer_ss8_32', dict(mlp_ratio=[0.5, 4.0, 1.0]), '(tokens, channels)'),
+    ('pk_mixer_ss8_32', dict(gamma=()), '(tokens, channels)'),
+    ('pk_mixer_ss8_32', dict(img_size=(32, 32, 3)), '(height, width)'),
+    ('pk_mixer_ss8_32', dict(patch_size=(8,)), '(height, width)'),
+])
+def test_f_pair_errors_name_what_the_pair_means(name, kwargs, meaning):
+    arg = next(iter(kwargs))
+    with pytest.raises(InvalidArgumentError) as info:
+        timm.create_model(name, device='meta', **kwargs)
+    message = str(info.value)
+    assert message.startswith(f'{arg} must be one value or a pair {meaning}'), message
+    if meaning != '(height, width)':
+        assert 'height' not in message
