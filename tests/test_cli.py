@@ -19,6 +19,25 @@ from timm_pkmixer.catalog import list_pkmixer_models, summarize
 from conftest import ROOT, RP
 
 
+@pytest.fixture(scope='module')
+def rp_checkpoint(tmp_path_factory) -> Path:
+    """A checkpoint of the RP S-Mixer, written once for the module."""
+    path = tmp_path_factory.mktemp('rp') / 'w.safetensors'
+    save_file(timm.create_model(RP).state_dict(), str(path))
+    return path
+
+
+@pytest.fixture
+def files(files, rp_checkpoint):
+    """The working folder (conftest) with the files `CLI_CASES` feed the commands: a broken YAML recipe, a YAML
+    list, a checkpoint of the RP S-Mixer and a folder."""
+    (files / 'broken.yaml').write_text('model: [rp_mixer_b_w\nlr: 0.1\n')
+    (files / 'list.yaml').write_text('- a\n- b\n')
+    shutil.copy(rp_checkpoint, files / 'w.safetensors')
+    (files / 'dir').mkdir()
+    return files
+
+
 def test_models_table_lists_every_model():
     exe = shutil.which('pkmixer') or [sys.executable, '-m', 'timm_pkmixer']
     cmd = [exe, 'models'] if isinstance(exe, str) else exe + ['models']
@@ -73,18 +92,6 @@ def test_summary_numbers():
 
 
 # --------------------------------------------------------------------------------------- every command's user errors
-
-@pytest.fixture
-def files(files):
-    """The working folder (conftest) with what the commands below refuse: a broken YAML recipe, a YAML list, a
-    checkpoint of the RP S-Mixer and a folder."""
-    root = files
-    (root / 'broken.yaml').write_text('model: [rp_mixer_b_w\nlr: 0.1\n')
-    (root / 'list.yaml').write_text('- a\n- b\n')
-    save_file(timm.create_model(RP).state_dict(), str(root / 'w.safetensors'))
-    (root / 'dir').mkdir()
-    return root
-
 
 CLI_CASES = [
     (['push', '{root}/missing.pt', '--model', RP, '--repo-id', 'a/b'], 'pkmixer push: error: no checkpoint file at'),
