@@ -1,3 +1,4 @@
+import inspect
 import os
 import subprocess
 import sys
@@ -5,13 +6,18 @@ from pathlib import Path
 from typing import Callable, Tuple
 
 import pytest
+import timm
 import torch
 
 import timm_pkmixer  # noqa: F401  (explicit registration; the startup hook is tested separately)
+from timm_pkmixer.catalog import list_pkmixer_models
+from timm_pkmixer.errors import InvalidArgumentError
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 MINI_TRAIN_PY = TESTS / 'mini_train_py.py'  # the stand-in for timm's train.py that trains for real
+RP = 's_mixer_rp_s64c64_32'  # the small RP S-Mixer most tests build
+MODELS = list_pkmixer_models()  # every registered model: a model added to the registry is tested too
 
 
 def run_python(code: str, env_extra: dict = None, cwd: str = None) -> subprocess.CompletedProcess:
@@ -36,6 +42,24 @@ def randomize_(model: torch.nn.Module, std: float = 0.02) -> torch.nn.Module:
     for p in model.parameters():
         p.add_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * std)
     return model
+
+
+def small(name: str, **kwargs) -> torch.nn.Module:
+    """`name` at a small size: 2 blocks and C = 16, where its class takes those arguments (a registered per-block
+    permutation list keeps its depth)."""
+    params = inspect.signature(type(timm.create_model(name, device='meta')).__init__).parameters
+    size = {k: v for k, v in dict(num_blocks=2, embed_dim=16).items() if k in params}
+    try:
+        return timm.create_model(name, **size, **kwargs)
+    except InvalidArgumentError as e:  # a registered per-block permutation list of its own depth keeps it
+        assert 'permutation lists' in str(e), e
+        size.pop('num_blocks')
+        return timm.create_model(name, **size, **kwargs)
+
+
+def images(model: torch.nn.Module, batch: int) -> torch.Tensor:
+    """Random images of the size `model` takes: (batch, in_chans, H, W)."""
+    return torch.randn(batch, model.in_chans, *model.img_size)
 
 
 @pytest.fixture
@@ -65,3 +89,12 @@ def launch_env(monkeypatch):
         os.environ.pop('OMP_NUM_THREADS', None)
     else:
         os.environ['OMP_NUM_THREADS'] = omp
+
+
+@pytest.fixture
+def files(tmp_path, launch_env):
+    """A fresh folder (`tmp_path`) as the working directory, with `launch_env`'s clean environment and
+    OMP_NUM_THREADS at torch's thread count; a test file adds what its commands read by overriding it."""
+    launch_env.setenv('OMP_NUM_THREADS', str(torch.get_num_threads()))
+    launch_env.chdir(tmp_path)
+    return tmp_path

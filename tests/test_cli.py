@@ -1,15 +1,41 @@
-"""`pkmixer models` and `pkmixer demo`."""
-import math
+"""The command line: `pkmixer models` (its table, the README's copy, --update on a file it cannot rewrite), every
+command's refusal of bad input (exit 2, `pkmixer CMD: error: ...` naming the argument or the file, no traceback),
+unknown arguments, `--help` and `pkmixer width` without torch, and the README's list of commands. The demo's tests
+are in test_demo.py, `pkmixer train`'s in test_train_command.py."""
+import json
 import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
+import pytest
 import timm
+from safetensors.torch import save_file
 
 from timm_pkmixer.catalog import list_pkmixer_models, summarize
-from timm_pkmixer.experiments.demo import SHAPES, run_demo, write_shapes_dataset
+
+from conftest import ROOT, RP
+
+
+@pytest.fixture(scope='module')
+def rp_checkpoint(tmp_path_factory) -> Path:
+    """A checkpoint of the RP S-Mixer, written once for the module."""
+    path = tmp_path_factory.mktemp('rp') / 'w.safetensors'
+    save_file(timm.create_model(RP).state_dict(), str(path))
+    return path
+
+
+@pytest.fixture
+def files(files, rp_checkpoint):
+    """The working folder (conftest) with the files `CLI_CASES` feed the commands: a broken YAML recipe, a YAML
+    list, a checkpoint of the RP S-Mixer and a folder."""
+    (files / 'broken.yaml').write_text('model: [rp_mixer_b_w\nlr: 0.1\n')
+    (files / 'list.yaml').write_text('- a\n- b\n')
+    shutil.copy(rp_checkpoint, files / 'w.safetensors')
+    (files / 'dir').mkdir()
+    return files
 
 
 def test_models_table_lists_every_model():
@@ -41,6 +67,21 @@ def test_readme_models_table_is_what_pkmixer_models_prints(tmp_path, cli):
     assert stale.read_text(encoding='utf-8') == readme
 
 
+@pytest.mark.parametrize('content,message', [
+    ('Tabelle für Modelle\n'.encode('latin-1'),
+     '--update README.md: not UTF-8 text (byte 0xfc at offset 9); convert it to UTF-8 first'),
+    (b'\xff\xfe# R\x00E\x00', '--update README.md: not UTF-8 text (byte 0xff at offset 0)'),
+    (b'# README without the markers\n', 'README.md has no generated models table: put the lines'),
+    (None, 'No such file or directory: README.md'),
+])
+def test_models_update_refuses_a_document_it_cannot_rewrite(files, cli, content, message):
+    if content is not None:
+        (files / 'README.md').write_bytes(content)
+    code, out, err = cli('models', '--markdown', '--update', 'README.md')
+    assert code == 2 and err.startswith(f'pkmixer models: error: {message}'), err
+    assert out == '' and (content is None or (files / 'README.md').read_bytes() == content)
+
+
 def test_summary_numbers():
     s = summarize('pk_mixer_b16_224')
     assert s.params == sum(p.numel() for p in timm.create_model('mixer_b16_224', device='meta').parameters())
@@ -50,42 +91,113 @@ def test_summary_numbers():
     assert sw.family == 'SW-MLP' and sw.width == 724 and sw.density == 0.5
 
 
-def test_shapes_dataset(tmp_path):
-    write_shapes_dataset(str(tmp_path), train_per_class=3, val_per_class=2)
-    for split, n in (('train', 3), ('validation', 2)):
-        assert sorted(os.listdir(tmp_path / split)) == sorted(SHAPES)
-        assert all(len(os.listdir(tmp_path / split / c)) == n for c in SHAPES)
+# --------------------------------------------------------------------------------------- every command's user errors
+
+CLI_CASES = [
+    (['push', '{root}/missing.pt', '--model', RP, '--repo-id', 'a/b'], 'pkmixer push: error: no checkpoint file at'),
+    (['push', '{root}/dir', '--model', RP, '--repo-id', 'a/b'], 'pkmixer push: error: the checkpoint is a directory'),
+    (['push', '{root}/w.safetensors', '--model', 'nope', '--repo-id', 'a/b'], "'nope' is not a timm-pkmixer"),
+    (['push', '{root}/w.safetensors', '--model', RP, '--repo-id', 'a/b', '--model-kwargs', 'perm_seed'],
+     "argument --model-kwargs: expected key=value with a Python name as key, got 'perm_seed'"),
+    (['push', '{root}/w.safetensors', '--model', RP, '--repo-id', 'a/b', '--model-kwargs', 'colour=3'],
+     "s_mixer_rp_s64c64_32 has no argument 'colour'; it takes: "),
+    (['push', '{root}/w.safetensors', '--model', RP, '--repo-id', 'a/b', '--model-kwargs', 'perm_seed=1.5'],
+     r'perm_seed must be an integer, got 1.5'),
+    (['train', '{root}/broken.yaml', '--train-py', '{tests}/mini_train_py.py'],
+     'pkmixer train: error: {root}/broken.yaml: not a valid YAML recipe'),
+    (['train', '{root}/broken.yaml', '--train-py', '{root}/none.py'], 'pkmixer train: error: no train.py at'),
+    (['sweep', '{root}/broken.yaml', '--out-dir', '{root}/s'], 'broken.yaml: not a valid YAML recipe'),
+    (['sweep', '{root}/list.yaml', '--out-dir', '{root}/s'], 'a recipe must be a YAML mapping'),
+    (['sweep', '{root}/dir', '--out-dir', '{root}/s'], 'pkmixer sweep: error: a recipe must be a YAML file'),
+    (['sweep', '{root}/nothing.yaml', '--out-dir', '{root}/s'], 'pkmixer sweep: error: '),
+    (['train', 'x.yaml', '--global-batch', '0'], 'argument --global-batch: global batch must be a positive integer'),
+    (['demo', '--epochs', '0'], 'argument --epochs: epochs must be a positive integer, got 0'),
+    (['demo', '--model', 'resnet50'], "unknown model 'resnet50' (a timm model, but not one of timm-pkmixer)"),
+    (['demo', '--data-dir', '{root}/none'], 'pkmixer demo: error: no such data folder'),
+    (['width', '--omega', 'inf'], 'argument --omega: omega must be a finite number, got inf'),
+    (['width', '--omega', 'x'], "argument --omega: expected a number, got 'x'"),
+    (['width', '--model', 'nope'], "unknown model 'nope'"),
+    (['models', 'zzz'], 'pkmixer models: error: no registered model matches'),
+    (['plot', 'run', '{root}/dir', '--out', '{root}/x.png'], 'pkmixer plot run: error: '),
+    (['nonsense'], "invalid choice: 'nonsense'"),
+]
 
 
-def test_demo_runs_end_to_end():
-    lines = []
-    results = run_demo(models=['s_mixer_rp_s64c64_32'], epochs=2, train_per_class=8, batch_size=16, log=lines.append)
-    (r,) = results
-    assert r.model == 's_mixer_rp_s64c64_32' and r.width == 4096 and r.params == 76356
-    assert math.isfinite(r.train_loss) and 0 <= r.val_acc <= 100
-    assert any('epoch 2/2' in line for line in lines) and lines[-1].startswith('s_mixer_rp_s64c64_32')
+@pytest.mark.parametrize('argv,message', CLI_CASES)
+def test_e_cli_user_errors(files, cli, argv, message):
+    tests = os.path.dirname(os.path.abspath(__file__))
+    argv = [a.format(root=files, tests=tests) for a in argv]
+    code, _, err = cli(*argv)  # in this process: `cli` fails the test on a traceback
+    assert code == 2, (argv, code, err)
+    assert message.format(root=files) in err, (argv, err)
+    assert [line for line in err.splitlines() if ': error: ' in line][0].startswith('pkmixer'), err
 
 
-def test_demo_uses_the_idle_cores(monkeypatch):
-    """Under load, one thread (two threads convoyed 9x slower on a busy 2-core machine); idle, all of them."""
-    import os
-
-    from timm_pkmixer.experiments import threads
-    from timm_pkmixer.experiments.demo import choose_threads
-    monkeypatch.delenv('OMP_NUM_THREADS', raising=False)
-    monkeypatch.setattr(threads, 'available_cores', lambda: 2)
-    monkeypatch.setattr(os, 'getloadavg', lambda: (3.1, 3.0, 2.5))
-    assert choose_threads() == (1, '2 cores, load average 3.1')
-    monkeypatch.setattr(os, 'getloadavg', lambda: (0.2, 0.3, 0.1))
-    import torch
-    assert choose_threads()[0] == min(torch.get_num_threads(), 2)
-    assert choose_threads(3) == (3, 'as requested')
+@pytest.mark.parametrize('argv,message', [
+    (['models', '--bogus'], 'pkmixer: error: unrecognized arguments: --bogus'),
+    (['width', '--omega', '100', 'extra'], 'pkmixer: error: unrecognized arguments: extra'),
+    (['recipes', 'a', 'b'], 'pkmixer: error: unrecognized arguments: b'),
+])
+def test_other_commands_still_refuse_unknown_arguments(cli, argv, message):
+    code, _, err = cli(*argv)
+    assert code == 2 and message in err, err
 
 
-def test_demo_reading_follows_its_numbers():
-    from timm_pkmixer.experiments.demo import DemoResult, reading
-    rp = DemoResult('s_mixer_rp_s64c64_32', 76356, 4096, 0.6, 91.0, 30.)
-    normal = DemoResult('s_mixer_s64c64_32', 76356, 4096, 0.4, 96.3, 20.)
-    assert 'trails the normal one by 5.3 points' in reading(rp, normal)
-    assert 'matched or beat the normal one here (+1.0 points)' in reading(
-        DemoResult(rp.model, 1, 4096, 0.5, 97.3, 1.), normal)
+# ---------------------------------------------------------------------------- --help and pkmixer width without torch
+
+def test_help_and_the_cli_import_neither_torch_nor_timm():
+    code = textwrap.dedent('''
+        import contextlib, io, sys
+        from timm_pkmixer.cli import build_parser, main
+        for argv in (['--help'], ['train', '--help'], ['width', '--help'], ['demo', '--help'], ['plot', 'run', '-h']):
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert main(argv) == 0, argv
+        print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'timm', 'numpy')))
+    ''')
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TIMM_PKMIXER_AUTOLOAD='1')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.strip() == '[]'
+
+
+WIDTH_ARITHMETIC = [  # every mode of `pkmixer width` but --model: what it prints, and that torch stayed out
+    (['width', '--omega', '262144'], 'optimum (eq. 15): C* = S* = (Ω/γ)^(1/3) = 64.00, max m = (Ω/γ)^(2/3) = 4096'),
+    (['width', '--omega', '262144', '--gamma', '4', '--C', '64', '--mirror'], 'Ω = 262144, γ = 4'),
+    (['width', '--omega', '1e6', '--patch', '4', '8'], 'Ω = 1000000, γ = 1'),
+    (['width', '--S', '64', '--C', '64', '--omega', '262144'], 'γ = 1 (solved from Ω, S, C by eq. 14)'),
+    (['width', '--omega', '262144', '--json'], '"mode": "curve"'),
+    (['width', '--omega', 'inf'], ''),  # a refusal (exit 2) does not import torch either
+]
+
+
+def test_width_arithmetic_imports_neither_torch_nor_timm():
+    code = textwrap.dedent(f'''
+        import contextlib, io, json, sys
+        from timm_pkmixer.cli import main
+        results = []
+        for argv, _ in {WIDTH_ARITHMETIC!r}:
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                results.append((main(argv), out.getvalue()))
+        print(json.dumps([results, sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'timm'))]))
+    ''')
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TIMM_PKMIXER_AUTOLOAD='1')
+    results, modules = json.loads(subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                                                 env=env, check=True).stdout)
+    assert modules == []
+    for (argv, expected), (code, out) in zip(WIDTH_ARITHMETIC, results):
+        assert code == (0 if expected else 2) and expected in out, (argv, out)
+
+
+# -------------------------------------------------------------------------------------------------------- the README
+
+def test_readme_lists_every_command():
+    import argparse
+    import re
+
+    from timm_pkmixer.cli import build_parser
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    readme = (ROOT / 'README.md').read_text(encoding='utf-8')
+    paragraph = readme.split('`pkmixer --help` lists the commands:')[1].split('\n\n')[0]
+    listed = set(re.findall(r'`([a-z0-9-]+)`', paragraph))
+    assert {'analyze', 'train', 'models'} <= set(sub.choices) and set(sub.choices) <= listed, \
+        sorted(set(sub.choices) - listed)

@@ -1,4 +1,5 @@
-"""Data-parallel training with 2 gloo processes under torchrun: replicas stay identical and match one process."""
+"""Data-parallel training with 2 gloo processes under torchrun: replicas stay identical and match one process;
+check_replicas refuses bad arguments by name."""
 import json
 import os
 import subprocess
@@ -9,6 +10,11 @@ import pytest
 import timm
 import torch
 from timm.optim import create_optimizer_v2
+
+from timm_pkmixer.distributed import check_replicas
+from timm_pkmixer.errors import ArgumentTypeError, InvalidArgumentError
+
+from conftest import RP, small
 
 sys.path.insert(0, str(Path(__file__).parent))
 import dist_worker  # noqa: E402
@@ -136,3 +142,22 @@ def test_fsdp2_on_a_meta_model_trains_like_one_process(tmp_path):
         torch.testing.assert_close(end[name], value, rtol=1e-5, atol=1e-6, msg=name)
     assert max((model.state_dict()[k] - start[k]).abs().max().item() for k in start
                if start[k].is_floating_point()) > 1e-4  # the weights moved
+
+
+@pytest.mark.parametrize('model,group,timeout,error,match', [
+    (None, None, 300, ArgumentTypeError, r'model must be the torch\.nn\.Module .*got NoneType'),
+    ('rp_mixer_b_w', None, 300, ArgumentTypeError, r'model must be the torch\.nn\.Module .*got str'),
+    ('state_dict', None, 300, ArgumentTypeError, r'model must be .*got OrderedDict \(a state dict\? pass the model'),
+    ([1, 2], None, 300, ArgumentTypeError, r'model must be .*got list'),
+    ('model', 'not a group', 300, ArgumentTypeError, r"group must be a torch\.distributed\.ProcessGroup .*"
+                                                     r"got 'not a group' \(str\)"),
+    ('model', 3, 300, ArgumentTypeError, r'group must be a torch\.distributed\.ProcessGroup .*got 3 \(int\)'),
+    ('model', None, -1, InvalidArgumentError, 'timeout must be positive, got -1'),
+    ('model', None, '5', ArgumentTypeError, r"timeout must be a number, got '5' \(str\)"),
+])
+def test_d_check_replicas_refuses_bad_arguments_by_name(model, group, timeout, error, match):
+    rp = small(RP)
+    if model in ('state_dict', 'model'):
+        model = rp.state_dict() if model == 'state_dict' else rp
+    with pytest.raises(error, match=match):
+        check_replicas(model, group=group, timeout=timeout)

@@ -11,10 +11,12 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from timm_pkmixer import CheckpointMismatchError, InvalidArgumentError, expand_resolution
+from timm_pkmixer.cli import main as pkmixer
+from timm_pkmixer.errors import ModelTooLargeError
 from timm_pkmixer.expand import expanded_model_args, tile_images, tile_tokens
 from timm_pkmixer.layers import FixedPermutation
 
-from conftest import randomize_, run_python
+from conftest import randomize_, run_python, small
 
 FAMILIES = {
     'normal MLP-Mixer': ('pk_mixer_s16_224', dict(num_blocks=2, embed_dim=64)),
@@ -158,3 +160,29 @@ def test_the_expanded_models_data_config_has_its_own_input_size(name, factor):
         (3, 40 * factor, 40 * factor)
     assert model.pretrained_cfg['input_size'] == (3, 32, 32)  # the original is not changed
     assert expanded(torch.randn(1, *data['input_size'])).shape == (1, 10)
+
+
+# ----------------------------------------------------------------------------------------------- factors past memory
+
+@pytest.mark.parametrize('name,factor,needs', [
+    ('s_mixer_s64c64_32', 64, '4.95 TB'),        # the token FC alone: 262144² weights per block
+    ('s_mixer_s64c64_32', 10 ** 6, 'bytes'),     # was "Storage size calculation overflowed"
+    ('rp_mixer_ss8_32', 1000, 'PB'),
+    ('pk_mixer_ss_w_32', 200, 'TB'),
+])
+def test_c_expansions_past_memory_are_refused_naming_the_factor(name, factor, needs):
+    model = small(name) if factor != 64 else timm.create_model(name)
+    with pytest.raises(ModelTooLargeError, match=rf'^factor={factor} .*the expanded model would need .*{needs}.*'
+                                                 r'Use a smaller factor'):
+        expand_resolution(model, factor)
+
+
+def test_c_cli_expand_with_a_huge_factor_exits_2_without_traceback(tmp_path, capsys):
+    ckpt = tmp_path / 'm.safetensors'
+    save_file(timm.create_model('s_mixer_s64c64_32', num_blocks=2).state_dict(), str(ckpt))
+    status = pkmixer(['expand', str(ckpt), '--model', 's_mixer_s64c64_32', '--model-kwargs', 'num_blocks=2',
+                      '--factor', '1000000', '--out-dir', str(tmp_path / 'out')])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.startswith('pkmixer expand: error: factor=1000000 ') and 'Traceback' not in err
+    assert not (tmp_path / 'out').exists()

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from timm_pkmixer.catalog import summarize
+from timm_pkmixer.cli import main as cli_main
 from timm_pkmixer.cli import main as pkmixer
 from timm_pkmixer.experiments.recipes import check_recipe_keys, list_recipes, load_recipe, recipe_root, resolve_recipe
 from timm_pkmixer.experiments.sweep import (
@@ -345,3 +346,15 @@ def test_docs_state_the_digits_split_the_folder_has(tmp_path):
     assert (train, val) == (898, 899)
     text = (ROOT / 'docs' / 'experiments.md').read_text()
     assert f'({train} train / {val} validation images' in text and f'These are {train} training images' in text
+
+
+def test_sweep_command_writes_recipes_and_prints_commands(tmp_path, capsys):
+    rc = cli_main(['sweep', str(ROOT / 'train_recipes' / 'imagenet' / 'rp_mixer_b_w.yaml'), '--out-dir',
+                   str(tmp_path), '--permutation', 'random', '--seeds', '0', '1'])
+    out = capsys.readouterr().out.splitlines()
+    assert rc == 0 and out[0] == f'# 12 recipes in {tmp_path}; run each with (add --data-dir … where the data lives):'
+    assert out[1] == f'pkmixer train {tmp_path}/rp_mixer_b_w_p7_s923_c147_seed0.yaml'
+    assert len(list(tmp_path.glob('*.yaml'))) == 12
+    assert cli_main(['sweep', str(ROOT / 'train_recipes' / 'cifar10' / 's_mixer_fig5.yaml'), '--out-dir',
+                     str(tmp_path), '--omega', '12345']) == 2
+    assert 'the paper lists (C, S) pairs for Ω in [262144, 2097152, 134217728], not 12345' in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""The performance paths compute exactly what the reference does: derivation, int32 buffers, the compiled op."""
+"""The performance paths compute exactly what the reference does: derivation, int32 buffers, the compiled op;
+an empty batch through every gather backend."""
 import numpy as np
 import pytest
 import timm
@@ -153,3 +154,15 @@ def test_residual_through_j2_is_bit_identical_to_the_plain_add(name, kw):
         grads.append(torch.autograd.grad(y.square().sum(), [x] + params))
     assert torch.equal(outs[0], outs[1])
     assert all(torch.equal(a, b) for a, b in zip(*grads))
+
+
+@pytest.mark.parametrize('backend', ['index_select', 'gather', 'tuned', 'plain', 'opaque'])
+def test_a_empty_batch_through_every_gather_backend(backend):
+    index = torch.randperm(12)
+    inverse = torch.argsort(index)
+    x = torch.randn(0, 12, requires_grad=True)
+    with use_gather_backend(backend):
+        y = permute(x, index, inverse, [3, 4])
+        assert y.shape == (0, 3, 4)
+        y.sum().backward()
+    assert x.grad.shape == (0, 12)

@@ -3,6 +3,7 @@ interpreters, timm's Mixer weights through our pretrained tags, refused checkpoi
 replaced by a local cache (HF_HUB_OFFLINE=1) and the upload by a stand-in for its two network calls."""
 import argparse
 import json
+import math
 import os
 import pathlib
 import re
@@ -14,12 +15,13 @@ import torch
 import yaml
 from huggingface_hub import HfApi, RepoUrl
 from safetensors.torch import load_file, save_file
-from timm.models import get_pretrained_cfg, save_for_hf
+from timm.models import get_pretrained_cfg, load_checkpoint, save_for_hf
 
 from timm_pkmixer.catalog import summarize
 from timm_pkmixer.cli import main as pkmixer
+from timm_pkmixer.errors import CheckpointError, CheckpointMismatchError
 
-from conftest import randomize_, run_python
+from conftest import RP, randomize_, run_python
 from hf_cache import install_in_hf_cache
 
 RP_NAME = 's_mixer_rp_s64c64_32'
@@ -511,3 +513,87 @@ def test_label_names_only_where_the_run_read_an_imagefolder(tmp_path):
     assert label_names_of_run(dict(dataset='', data_dir=str(tmp_path / 'd')), 2) == (['a', 'b'], '')
     assert label_names_of_run(dict(dataset='', data_dir=str(tmp_path / 'd')), 3) == (
         None, f'label_names not written: {tmp_path / "d"} has 2 classes, the model 3 outputs')
+
+
+# --------------------------------------------------------------------------------- checkpoints refused before a push
+
+@pytest.mark.parametrize('suffix', ['.safetensors', '.pth'])
+def test_d_truncated_files_are_refused_naming_the_file(tmp_path, suffix):
+    from timm_pkmixer.publish.hub import read_checkpoint
+    sd = timm.create_model(RP).state_dict()
+    path = tmp_path / f'w{suffix}'
+    save_file(sd, str(path)) if suffix == '.safetensors' else torch.save(sd, path)
+    path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2])
+    with pytest.raises(CheckpointError, match=f'{path.name}: cannot be read as a checkpoint, it is truncated or '
+                                              f'corrupt'):
+        read_checkpoint(str(path))
+    path.write_bytes(b'not a checkpoint at all')
+    with pytest.raises(CheckpointError, match='truncated or corrupt'):
+        read_checkpoint(str(path))
+
+
+def test_d_push_refuses_non_finite_weights(tmp_path):
+    from timm_pkmixer.publish.hub import build_validated_model, read_checkpoint
+    sd = timm.create_model(RP).state_dict()
+    sd['blocks.3.norm1.weight'] = torch.full_like(sd['blocks.3.norm1.weight'], math.nan)
+    save_file(sd, str(tmp_path / 'nan.safetensors'))
+    with pytest.raises(CheckpointError, match=r'1 tensors hold NaN or infinite values \(first: '
+                                              r'blocks\.3\.norm1\.weight\); refusing to publish them'):
+        build_validated_model(RP, read_checkpoint(str(tmp_path / 'nan.safetensors')))
+
+
+# --------------------------------------------------------------------------------------- timm's loaders on bad files
+
+NAME, KW = 's_mixer_rp_s64c64_32', dict(num_blocks=2, embed_dim=16)
+
+
+def _files(tmp_path):
+    good = timm.create_model(NAME, **KW).state_dict()
+    save_file(good, str(tmp_path / 'good.safetensors'))
+    torch.save(good, tmp_path / 'good.pth')
+    raw_st, raw_pth = (tmp_path / 'good.safetensors').read_bytes(), (tmp_path / 'good.pth').read_bytes()
+    files = {
+        'empty.safetensors': b'', 'empty.pth': b'',
+        'truncated.safetensors': raw_st[:len(raw_st) // 2], 'truncated.pth': raw_pth[:len(raw_pth) // 2],
+        'text.pth': b'hello\n', 'text.safetensors': b'hello\n',
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    save_file({}, str(tmp_path / 'no_tensors.safetensors'))
+    torch.save({'foo': torch.zeros(1)}, tmp_path / 'foreign.pth')
+    torch.save(timm.create_model(NAME, **dict(KW, num_blocks=3)).state_dict(), tmp_path / 'deeper.pth')
+    torch.save(timm.create_model(NAME, **dict(KW, perm_seed=5)).state_dict(), tmp_path / 'seed5.pth')
+
+
+def _load(loader, path):
+    if loader == 'pretrained':
+        return timm.create_model(NAME, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **KW)
+    return load_checkpoint(timm.create_model(NAME, **KW), str(path))
+
+
+# what timm's reader (timm.models.load_state_dict) raises before any code of this package runs
+TIMM_FAILS_FIRST = {
+    'empty.safetensors': 'SafetensorError', 'truncated.safetensors': 'SafetensorError',
+    'text.safetensors': 'SafetensorError', 'empty.pth': 'EOFError', 'truncated.pth': 'OSError',
+    'text.pth': 'KeyError',
+}
+
+
+@pytest.mark.parametrize('loader', ['pretrained', 'load_checkpoint'])
+def test_e_timm_loaders_on_bad_files(tmp_path, loader):
+    _files(tmp_path)
+    for name, raw in TIMM_FAILS_FIRST.items():  # documented: timm's own reader fails, our code is not reached
+        with pytest.raises(Exception) as info:
+            _load(loader, tmp_path / name)
+        assert type(info.value).__name__ == raw, (name, info.value)
+    ours = {
+        'no_tensors.safetensors': 'the checkpoint holds no tensors at all',
+        'foreign.pth': r'unexpected keys \(foo\)',
+        'deeper.pth': 'the checkpoint has 3 blocks, the model 2',
+        'seed5.pth': 'made with another permutation seed, perm_seed=5',
+    }
+    for name, fault in ours.items():
+        with pytest.raises(CheckpointMismatchError, match=fault) as info:
+            _load(loader, tmp_path / name)
+        # timm's pretrained path names the file; load_checkpoint hands load_state_dict the tensors alone
+        assert str(info.value).startswith(f'{tmp_path / name}: ') == (loader == 'pretrained'), str(info.value)

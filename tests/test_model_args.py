@@ -2,8 +2,10 @@
 built with a non-default value of every constructor argument, it rebuilds from the record, and the record
 survives a push (the Hub folder, reloaded with timm's ``local-dir:``) and an expansion (expanded, pushed,
 reloaded). The constructor arguments are read from each model class's signature: a new argument without a
-non-default value below fails `test_every_argument_has_non_default_values`, naming it."""
+non-default value below fails `test_every_argument_has_non_default_values`, naming it. Bad arguments (wrong
+types, values out of range, sizes that derive to nothing) are refused, naming the argument."""
 import inspect
+import math
 from typing import Any, Dict, List
 
 import pytest
@@ -12,12 +14,13 @@ import torch
 
 from timm_pkmixer import PKMixer, SwMlp, expand_resolution
 from timm_pkmixer.catalog import list_pkmixer_models
+from timm_pkmixer.errors import ArgumentTypeError, InvalidArgumentError
 from timm_pkmixer.models import ShallowMlp
 from timm_pkmixer.models._common import TRAINING_ONLY_ARGS, ModelArgs
 from timm_pkmixer.publish.checkpoint_file import build_validated_model, read_checkpoint
 from timm_pkmixer.publish.hub import write_hub_folder
 
-from conftest import randomize_
+from conftest import RP, randomize_
 
 # Builds per model class, small: together they give every constructor argument a value other than its
 # signature's default. Alternatives (mlp_ratio / gamma, norm_layer / norm_eps, omega / width) and the S-Mixer's
@@ -196,3 +199,69 @@ def test_block_type_fc_drops_an_entry_points_hidden_widths():
     assert model.describe().family == 'S-Mixer' and model.model_args['token_hidden_dim'] is None
     with pytest.raises(ValueError, match="gamma needs block_type='mlp'"):
         timm.create_model('pk_mixer_b_w', block_type='fc', gamma=2.0, device='meta')
+
+
+# ------------------------------------------------------------------------------------ bad arguments, refused by name
+
+def build(name=RP, **kwargs):
+    return timm.create_model(name, device='meta', **kwargs)
+
+
+@pytest.mark.parametrize('name,kwargs,error,match', [
+    (RP, dict(perm_seed=1.5), ArgumentTypeError, r'perm_seed must be an integer, got 1\.5 \(float\)'),
+    (RP, dict(perm_seed=True), ArgumentTypeError, r'perm_seed must be an integer, got True \(bool\)'),
+    (RP, dict(num_blocks=2.5), ArgumentTypeError, 'num_blocks must be an integer, got 2.5'),
+    (RP, dict(num_blocks='4'), ArgumentTypeError, r"num_blocks must be an integer, got '4' \(str\)"),
+    (RP, dict(embed_dim=0), InvalidArgumentError, 'embed_dim must be a positive integer, got 0'),
+    (RP, dict(num_classes=-1), InvalidArgumentError, 'num_classes must be a non-negative integer, got -1'),
+    (RP, dict(img_size=(32, 32, 3)), InvalidArgumentError, r'img_size must be one value or a pair .*got 3 values'),
+    (RP, dict(patch_size=(4,)), InvalidArgumentError, r'patch_size must be one value or a pair .*got 1 values'),
+    ('pk_mixer_ss_w_32', dict(gamma=math.inf), InvalidArgumentError, 'gamma must be a finite number, got inf'),
+    ('pk_mixer_ss_w_32', dict(mlp_ratio=math.nan), InvalidArgumentError, 'mlp_ratio must be a finite number'),
+    ('pk_mixer_ss_w_32', dict(mlp_ratio=(4.0, 'x')), ArgumentTypeError, r"mlp_ratio\[1\] must be a number"),
+    (RP, dict(act_layer='gelux'), InvalidArgumentError, "act_layer 'gelux' is not an activation timm knows"),
+    (RP, dict(skip_layer='no'), ArgumentTypeError, r"skip_layer must be True or False, got 'no' \(str\)"),
+    (RP, dict(stem_norm=1), ArgumentTypeError, 'stem_norm must be True or False'),
+    (RP, dict(drop_path_rate=1.0), InvalidArgumentError, r'drop_path_rate must be in \[0, 1\), got 1'),
+    (RP, dict(drop_rate=-0.1), InvalidArgumentError, r'drop_rate must be in \[0, 1\), got -0.1'),
+    (RP, dict(global_pool='max'), InvalidArgumentError, r"global_pool must be one of \('', 'avg'\), got 'max'"),
+    (RP, dict(norm_eps=0.0), InvalidArgumentError, 'norm_eps must be positive, got 0'),
+    ('sw_mlp_o18_32', dict(mask_seed=2.0), ArgumentTypeError, 'mask_seed must be an integer, got 2.0'),
+    ('sw_mlp_o18_32', dict(density=math.nan), InvalidArgumentError, 'density p must be a finite number'),
+    ('sw_mlp_o18_32', dict(width=64.0), ArgumentTypeError, 'width must be an integer, got 64.0'),
+    ('sw_mlp_o18_32', dict(omega=2 ** 18, width=64), InvalidArgumentError, 'give omega .* or width .*, not both'),
+])
+def test_a_typed_arguments(name, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        build(name, **kwargs)
+
+
+@pytest.mark.parametrize('name,kwargs,match', [
+    ('pk_mixer_ss_w_32', dict(gamma=0.001), r'gamma=0\.001 gives a token-MLP hidden width of 0 for S=64, C=487'),
+    ('pk_mixer_s16_224', dict(mlp_ratio=(0.001, 4.0)),
+     r'mlp_ratio=\(0\.001, 4\.0\) gives a token-MLP hidden width of 0'),
+    ('sw_mlp_o18_32', dict(density=1e-9), r'omega=262144 at density p=1e-09 gives an SW-MLP of width m = 16190'),
+    ('sw_mlp_o18_32', dict(gamma=1e-6, width=8), r'gamma=1e-06 gives a hidden width of 0 for m=8'),
+    (RP, dict(patch_size=5), 'patch_size 5 does not divide img_size 32'),
+    (RP, dict(num_tokens=40, skip_layer=False), 'num_tokens=40 differs from the 64 patches: needs skip_layer=True'),
+])
+def test_b_derived_sizes(name, kwargs, match):
+    with pytest.raises(InvalidArgumentError, match=match):
+        build(name, **kwargs)
+
+
+@pytest.mark.parametrize('name,kwargs,meaning', [
+    ('pk_mixer_ss8_32', dict(gamma=(1.0, 2.0, 3.0)), '(tokens, channels)'),
+    ('pk_mixer_ss8_32', dict(mlp_ratio=[0.5, 4.0, 1.0]), '(tokens, channels)'),
+    ('pk_mixer_ss8_32', dict(gamma=()), '(tokens, channels)'),
+    ('pk_mixer_ss8_32', dict(img_size=(32, 32, 3)), '(height, width)'),
+    ('pk_mixer_ss8_32', dict(patch_size=(8,)), '(height, width)'),
+])
+def test_f_pair_errors_name_what_the_pair_means(name, kwargs, meaning):
+    arg = next(iter(kwargs))
+    with pytest.raises(InvalidArgumentError) as info:
+        timm.create_model(name, device='meta', **kwargs)
+    message = str(info.value)
+    assert message.startswith(f'{arg} must be one value or a pair {meaning}'), message
+    if meaning != '(height, width)':
+        assert 'height' not in message

@@ -1,4 +1,6 @@
-"""PK-family Mixers: timm equivalence, RP properties, overrides, errors, timm's model interface."""
+"""PK-family Mixers: timm equivalence, RP properties, overrides, errors, timm's model interface; blocks that return
+fresh tensors, forward inputs of the wrong shape refused, tracing with gradients on; empty batches through every
+family; checkpoints of another seed or depth named as such."""
 import os
 
 import pytest
@@ -6,11 +8,12 @@ import timm
 import torch
 from safetensors.torch import save_file
 
-from timm_pkmixer import PKMixer
+from timm_pkmixer import PKMixer, expand_resolution
+from timm_pkmixer.errors import CheckpointMismatchError, InputShapeError
 from timm_pkmixer.layers import FixedPermutation, SkipLayer
 from timm_pkmixer.layers.permutation import derive_permutation
 
-from conftest import randomize_, run_python
+from conftest import MODELS, RP, images, randomize_, run_python, small
 
 
 def _perms(model):
@@ -233,3 +236,105 @@ def test_features_only_and_meta_device():
     bf16 = timm.create_model('s_mixer_rp_s64c64_32', dtype=torch.bfloat16)
     assert bf16.blocks[0].mlp_tokens.fc1.weight.dtype == torch.bfloat16
     assert bf16.blocks[0].mlp_tokens.perm_in.index.dtype == torch.int32  # indices keep their integer dtype
+
+
+# ----------------------------------------------------------------------------------- blocks, forward inputs, tracing
+
+def test_c_blocks_return_fresh_tensors_not_views():
+    model = timm.create_model(RP, num_blocks=2)
+    x = model.stem(torch.randn(2, 3, 32, 32, requires_grad=True))
+    for block in model.blocks:
+        x = block(x)
+        assert x._base is None
+
+
+@pytest.mark.parametrize('name,shape,match', [
+    (RP, (3, 32, 32), r'expected a 4-D input \(B, 3, 32, 32\), got a 3-D tensor of shape \(3, 32, 32\)'),
+    (RP, (1, 1, 3, 32, 32), r'expected a 4-D input \(B, 3, 32, 32\), got a 5-D tensor'),
+    (RP, (2, 1, 32, 32), r"Input channels \(1\) don't match model \(3\): expected \(B, 3, 32, 32\)"),
+    (RP, (2, 3, 32, 16), r"Input width \(16\) doesn't match model \(32\): expected \(B, 3, 32, 32\)"),
+    ('sw_mlp_o18_32', (2, 3, 64, 64), r"Input height \(64\) doesn't match model \(32\): expected \(B, 3, 32, 32\)"),
+])
+def test_f_forward_inputs(name, shape, match):
+    kwargs = dict(width=64, num_blocks=1) if name.startswith('sw') else dict(num_blocks=1)
+    model = timm.create_model(name, **kwargs)
+    for call in (model, model.forward_features, lambda t: model.forward_intermediates(t, output_fmt='NLC')):
+        with pytest.raises(InputShapeError, match=match):
+            call(torch.randn(*shape))
+
+
+def test_g_jit_trace_of_an_rp_model_with_gradients_on():
+    model = randomize_(timm.create_model(RP, num_blocks=2)).eval()
+    x = torch.randn(2, 3, 32, 32)
+    traced = torch.jit.trace(model, x)  # grad mode on: used to fail with "Graphs differed across invocations"
+    with torch.no_grad():
+        assert torch.equal(traced(x), model(x))
+    y = traced(x)
+    y.sum().backward()
+    assert model.blocks[0].mlp_tokens.fc1.weight.grad is not None
+
+
+# ----------------------------------------------------------------------------------------------------- empty batches
+
+def _extra_models():
+    """Families beyond the registry's: a per-block MLP-Mixer pattern and an expanded (tiled) RP model."""
+    mixed = timm.create_model('rp_mixer_ss8_32', embed_dim=16, permutation=['random', 'normal'])
+    expanded = expand_resolution(timm.create_model('s_mixer_rp_s64c64_32', num_blocks=2, embed_dim=16), 2)
+    return {'mixed_mlp_mixer': mixed, 'expanded_rp_s_mixer': expanded}
+
+
+@pytest.mark.parametrize('name', MODELS + list(_extra_models()))
+def test_a_empty_batch_forward_and_backward(name):
+    model = _extra_models()[name] if name not in MODELS else small(name)
+    model.train()
+    x = images(model, 0).requires_grad_()
+    y = model(x)
+    assert y.shape == (0, model.num_classes)
+    y.sum().backward()
+    assert x.grad.shape == x.shape
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert all(g is not None and not g.any() for g in grads)  # zero gradients, none missing
+    grid = getattr(model, 'num_tokens', None) in (None, getattr(model, 'num_patches', None))
+    with torch.no_grad():  # NCHW where the tokens are the patch grid (and the SW-MLP's 1×1 map)
+        final, inter = model.forward_intermediates(images(model, 0), indices=1, output_fmt='NCHW' if grid else 'NLC')
+    assert final.shape[0] == 0 and inter[0].shape[0] == 0 and inter[0].dim() == (4 if grid else 3)
+
+
+# ------------------------------------------------------------------------------ checkpoints of another seed or depth
+
+@pytest.mark.parametrize('name,kwargs,seed_arg', [
+    (RP, dict(perm_seed=3), 'perm_seed'),
+    ('rp_mixer_ss8_32', dict(perm_seed=7), 'perm_seed'),
+    ('sw_mlp_o18_32', dict(mask_seed=2), 'mask_seed'),
+])
+def test_f_identified_seed_is_not_called_another_architecture(name, kwargs, seed_arg):
+    ckpt = small(name, **kwargs).state_dict()
+    with pytest.raises(CheckpointMismatchError) as info:
+        small(name).load_state_dict(ckpt)
+    message = str(info.value)
+    value = kwargs[seed_arg]
+    assert f'another {"mask" if seed_arg == "mask_seed" else "permutation"} seed, {seed_arg}={value}' in message
+    assert f'Build the model with {seed_arg}={value}' in message
+    assert 'another architecture' not in message and 'other model arguments' not in message
+
+
+@pytest.mark.parametrize('name,ckpt_blocks,model_blocks', [
+    (RP, 3, 2), (RP, 2, 3), ('rp_mixer_ss8_32', 4, 2), ('sw_mlp_o18_32', 3, 2), ('s_mixer_s64c64_32', 1, 2),
+])
+def test_f_another_depth_is_reported_as_a_depth_mismatch(name, ckpt_blocks, model_blocks):
+    kw = dict(embed_dim=16) if not name.startswith('sw') else dict(width=32)
+    ckpt = timm.create_model(name, num_blocks=ckpt_blocks, **kw).state_dict()
+    with pytest.raises(CheckpointMismatchError) as info:
+        timm.create_model(name, num_blocks=model_blocks, **kw).load_state_dict(ckpt)
+    message = str(info.value)
+    assert (f'the checkpoint has {ckpt_blocks} blocks, the model {model_blocks} (num_blocks={model_blocks}): '
+            f'build the model with num_blocks={ckpt_blocks}') in message
+    assert 'normal Mixer there' not in message and 'normal (non-RP) Mixer checkpoint there' not in message
+
+
+def test_f_strict_false_ignores_a_deeper_checkpoints_extra_blocks():
+    ckpt = timm.create_model(RP, num_blocks=3, embed_dim=16).state_dict()
+    model = timm.create_model(RP, num_blocks=2, embed_dim=16)
+    result = model.load_state_dict(ckpt, strict=False)
+    assert result.unexpected_keys and all(k.startswith('blocks.2.') for k in result.unexpected_keys)
+    assert torch.equal(model.blocks[1].mlp_tokens.fc1.weight, ckpt['blocks.1.mlp_tokens.fc1.weight'])

@@ -1,12 +1,14 @@
 """Fixed permutations: valid, independent, reproducible everywhere, gathered both ways, validated on load."""
 import numpy as np
 import pytest
+import timm
 import torch
 
+from timm_pkmixer.errors import CheckpointMismatchError
 from timm_pkmixer.layers import FixedPermutation, check_permutation, derive_permutation, permutation_digest
 from timm_pkmixer.layers.gather import _ExpandedGather, _IndexSelect
 
-from conftest import run_python
+from conftest import RP, run_python
 
 
 def test_derived_permutation_is_a_permutation():
@@ -125,3 +127,20 @@ def test_meta_device_and_reinit():
     perm.init_non_persistent_buffers()
     assert torch.equal(perm.index, torch.from_numpy(derive_permutation(30, 2, 'k')))
     assert int(perm.digest) == perm.expected_digest()
+
+
+# -------------------------------------------------------------------------- checkpoints made with other permutations
+
+def test_d_another_seed_names_the_seed_and_the_flag():
+    sd = timm.create_model(RP, perm_seed=3).state_dict()
+    with pytest.raises(CheckpointMismatchError, match=r'made with another permutation seed, perm_seed=3\. Build the '
+                                                      r'model with perm_seed=3 \(timm scripts: --model-kwargs '
+                                                      r'perm_seed=3\)'):
+        timm.create_model(RP).load_state_dict(sd)
+
+
+def test_d_digests_cast_to_a_float_dtype_are_refused():
+    sd = {k: v.half() for k, v in timm.create_model(RP).state_dict().items()}
+    with pytest.raises(CheckpointMismatchError, match=r'digest has dtype torch\.float16, not int64: the state dict was '
+                                                      r'cast to another dtype'):
+        timm.create_model(RP).load_state_dict(sd)

@@ -1,4 +1,5 @@
-"""Recipes: every key is a train.py argument, the ImageNet values are Appendix C.5, the sweeps are the paper's."""
+"""Recipes: every key is a train.py argument, the ImageNet values are Appendix C.5, the sweeps are the paper's;
+batch planning refuses an impossible batch."""
 import math
 import re
 from pathlib import Path
@@ -8,6 +9,7 @@ import timm
 import yaml
 
 from timm_pkmixer.catalog import summarize
+from timm_pkmixer.errors import InvalidArgumentError
 from timm_pkmixer.experiments.recipes import check_recipe_keys, load_recipe, resolve_batch_and_lr
 from timm_pkmixer.experiments.sweep import experiment_points, write_sweep
 from timm_pkmixer.experiments.sweep_tables import CIFAR_SWEEP_PAIRS, IMAGENET_SWEEP_OMEGA
@@ -186,3 +188,17 @@ def test_sweep_refuses_a_model_without_a_sweep(tmp_path):
     with pytest.raises(ValueError, match="no width sweep for model 'rp_mixer_s16_224'"):
         write_sweep(str(RECIPES / 'imagenet' / 'rp_mixer_s16_224.yaml'), str(tmp_path))
     assert not tmp_path.joinpath('sweep.json').exists()
+
+
+# ---------------------------------------------------------------------------------------------------- batch planning
+
+@pytest.mark.parametrize('cfg,world_size,message', [
+    (dict(batch_size=0), 1, 'batch_size must be a positive integer, got 0'),
+    (dict(batch_size=-2), 4, 'batch_size must be a positive integer, got -2'),
+    (dict(batch_size=8, grad_accum_steps=0), 1, 'grad_accum_steps must be a positive integer, got 0'),
+    (dict(batch_size=8), 0, 'world_size must be a positive integer, got 0'),
+])
+def test_library_batch_planning_refuses_a_global_batch_of_zero(cfg, world_size, message):
+    with pytest.raises(InvalidArgumentError) as e:
+        resolve_batch_and_lr(cfg, world_size)
+    assert str(e.value) == message and '--' not in str(e.value)

@@ -1,15 +1,20 @@
 """After pip install, timm finds the models in any fresh interpreter; the hook is stdlib only and can be switched
-off; importing timm or the package adds registry entries and changes nothing in torch or timm."""
+off; importing timm or the package adds registry entries and changes nothing in torch or timm; the
+registry covers every family, and registers once timm is imported, whatever is imported first."""
 import importlib.metadata
 import json
+import os
 import pkgutil
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import timm
 
 from timm_pkmixer.catalog import list_pkmixer_models
 
-from conftest import run_python
+from conftest import MODELS, ROOT, run_python, small
 
 
 def test_fresh_interpreter_sees_models_without_import():
@@ -116,3 +121,18 @@ def test_the_ddp_hooks_change_torch_only_when_imported():
     for module in ('timm_pkmixer.replica_check', 'timm_pkmixer.cpu_ddp'):
         effects = _import_effects(module)
         assert effects['changed'] == ['DistributedDataParallel.__init__'], (module, effects)
+
+
+@pytest.mark.parametrize('first', ['from timm_pkmixer.layers import gather', 'import timm_pkmixer.catalog',
+                                   'import timm_pkmixer', 'import timm_pkmixer.cli'])
+def test_the_models_register_once_timm_is_imported(first):
+    code = f'{first}\nimport timm\nprint(timm.is_model("rp_mixer_b_w"), timm.is_model("sw_mlp_o18_32"))'
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TIMM_PKMIXER_AUTOLOAD='0')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.split() == ['True', 'True']
+
+
+def test_the_registry_covers_every_family():
+    families = {small(name).describe().family for name in MODELS}
+    assert {'MLP-Mixer', 'RP MLP-Mixer', 'S-Mixer', 'RP S-Mixer', 'Mixed RP S-Mixer', 'SW-MLP', 'Shallow Monarch',
+            'Shallow Kronecker'} <= families

@@ -239,3 +239,20 @@ def test_report_csv_keeps_every_digit_and_report_md_rounds(tmp_path):
     assert float(row['density']) == report.points[0].description.density
     md = (tmp_path / 'out' / 'report.md').read_text()
     assert '| p | s_mixer_s64c64_32 | 2 | 64 | 64 | 4096 | normal | 3 | 21.07 | 5.774e-05 |' in md
+
+
+# -------------------------------------------------------------------------- plot run on a file that is not a summary
+
+@pytest.mark.parametrize('content,message', [
+    (b'epoch,train_loss,eval_top1\n0,1.5,abc\n', "bad.csv, line 2: column 'eval_top1' holds 'abc', not a number"),
+    (b'epoch,train_loss\n0,1.5\n1,x\n', "bad.csv, line 3: column 'train_loss' holds 'x', not a number"),
+    (bytes(range(128, 256)) * 3, 'bad.csv is not a timm train.py summary.csv: not a text file'),
+    (b'epoch,train_loss\n0,1.5,7\n', 'bad.csv, line 2: 3 values for 2 columns'),
+    (b'foo,bar\n1,2\n', 'bad.csv is not a timm train.py summary.csv (needs epoch and train_loss columns'),
+    (b'', 'bad.csv is not a timm train.py summary.csv'),
+])
+def test_plot_run_on_a_csv_that_is_not_a_summary(files, cli, content, message):
+    pytest.importorskip('matplotlib')
+    (files / 'bad.csv').write_bytes(content)
+    code, _, err = cli('plot', 'run', 'bad.csv', '--out', 'x.png')
+    assert code == 2 and err.startswith('pkmixer plot run: error: ') and message in err, err

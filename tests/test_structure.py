@@ -1,5 +1,7 @@
 """The structure of the package: the permutation seam, per-block permutations, one self-description, structure
-checks owned by the layers, arguments that mean what they mean in timm, and the CLI's error convention."""
+checks owned by the layers, arguments that mean what they mean in timm, the CLI's error convention,
+and the meta device (load with assign, to_empty then init_non_persistent_buffers, to meta and back: the derived
+structure recomputed, never left invalid)."""
 import functools
 import math
 import os
@@ -17,10 +19,11 @@ import timm_pkmixer.models.pk_mixer as pk_mixer_module
 import timm_pkmixer.models.sw_mlp as sw_mlp_module
 from timm_pkmixer import CheckpointMismatchError, InvalidArgumentError, ModelDescription
 from timm_pkmixer.catalog import list_pkmixer_models, summarize
-from timm_pkmixer.layers import FixedPermutation, IdentityPermutation, MaskedLinear, Transpose
+from timm_pkmixer.errors import NotMaterializedError
+from timm_pkmixer.layers import DerivedStructure, FixedPermutation, IdentityPermutation, MaskedLinear, Transpose
 from timm_pkmixer.layers.gather import GATHER_TABLE, permute, tuned_choices, use_gather_backend
 
-from conftest import randomize_
+from conftest import MODELS, RP, images, randomize_, small
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 MIXED = ['random'] + ['normal'] * 7
@@ -310,3 +313,107 @@ def test_unexpected_errors_keep_their_traceback(monkeypatch):
     monkeypatch.setattr(catalog, 'summarize', broken)  # the command imports it from the catalog when it runs
     with pytest.raises(KeyError, match='a bug'):
         main(['models'])
+
+
+# ------------------------------------------------------------------------------- the meta device and materialisation
+
+def test_c_meta_then_load_with_assign_gives_the_models_permutations():
+    ref = randomize_(timm.create_model(RP, perm_seed=3)).eval()
+    meta = timm.create_model(RP, perm_seed=3, device='meta')
+    meta.load_state_dict(ref.state_dict(), assign=True)
+    for a, b in zip([m for m in meta.modules() if isinstance(m, FixedPermutation)],
+                    [m for m in ref.modules() if isinstance(m, FixedPermutation)]):
+        assert a.index.device.type == 'cpu' and torch.equal(a.index, b.index) and torch.equal(a.inverse, b.inverse)
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(meta.eval()(x), ref(x))
+
+
+@pytest.mark.parametrize('name', [RP, 'sw_mlp_o18_32'])
+def test_c_to_empty_without_init_is_refused_then_init_gives_the_structure(name):
+    kwargs = dict(width=64, num_blocks=2) if name.startswith('sw') else {}
+    model = timm.create_model(name, device='meta', **kwargs)
+    model.to_empty(device='cpu')
+    with pytest.raises(NotMaterializedError, match=r'were never computed.*Call model\.init_non_persistent_buffers\(\)'):
+        model(torch.randn(1, 3, 32, 32))
+    model.init_non_persistent_buffers()
+    ref = timm.create_model(name, **kwargs)
+    for a, b in zip(model.buffers(), ref.buffers()):
+        if a.dtype in (torch.int32, torch.int64, torch.bool):
+            assert torch.equal(a, b)
+    masked = [m for m in model.modules() if isinstance(m, MaskedLinear)]
+    assert all(m._materialized for m in masked)
+
+
+def _derived(model):
+    return [m for m in model.modules() if isinstance(m, DerivedStructure)]
+
+
+@pytest.mark.parametrize('name', MODELS)
+def test_b_meta_then_to_empty_refuses_until_recomputed_then_gives_the_same_function(name):
+    ref = randomize_(small(name)).eval()
+    model = small(name).eval()
+    model.to('meta')
+    model.to_empty(device='cpu')
+    x = images(model, 2)
+    if _derived(model):
+        with pytest.raises(NotMaterializedError, match=r'were never computed.*to_empty\(\).*'
+                                                       r'Call model\.init_non_persistent_buffers\(\)'):
+            model(x)
+    model.init_non_persistent_buffers()
+    model.load_state_dict(ref.state_dict())
+    with torch.no_grad():
+        assert torch.equal(model(x), ref(x))
+    for a, b in zip(model.buffers(), ref.buffers()):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize('name', [RP, 'sw_mlp_o18_32', 'rp_mixer_ss8_32'])
+def test_b_to_empty_on_a_real_device_also_refuses(name):
+    model = small(name)
+    model.to_empty(device='cpu')
+    with pytest.raises(NotMaterializedError, match=r'init_non_persistent_buffers\(\)'):
+        model(images(model, 1))
+
+
+@pytest.mark.parametrize('name', [RP, 'sw_mlp_o18_32'])
+def test_b_moves_between_real_devices_and_dtypes_keep_the_structure(name):
+    model = small(name).eval()
+    x = images(model, 2)
+    with torch.no_grad():
+        ref = model(x)
+        model.to('cpu').double().float()
+        assert torch.equal(model(x), ref)
+    assert all(m._materialized for m in _derived(model))
+
+
+def test_b_meta_then_load_with_assign_after_to_meta():
+    ref = randomize_(small(RP)).eval()
+    model = small(RP).eval().to('meta')
+    model.load_state_dict(ref.state_dict(), assign=True)
+    x = images(model, 2)
+    with torch.no_grad():
+        assert torch.equal(model(x), ref(x))
+
+
+@pytest.mark.parametrize('name', [RP, 'sw_mlp_o18_32', 'rp_mixer_ss8_32'])
+@pytest.mark.parametrize('assign', [False, True])
+def test_b_to_meta_and_back_then_loading_a_checkpoint_recomputes_the_structure(name, assign):
+    """model.to('meta'), to_empty() back onto the CPU, then a checkpoint: the checkpoint holds only digests, so the
+    derived buffers (uninitialised memory after to_empty) are recomputed from the seed, never left invalid."""
+    ref = randomize_(small(name)).eval()
+    model = small(name).eval().to('meta')
+    model.to_empty(device='cpu')
+    model.load_state_dict(ref.state_dict(), assign=assign)
+    x = images(model, 2)
+    with torch.no_grad():
+        assert torch.equal(model(x), ref(x))
+    for (key, a), b in zip(model.named_buffers(), ref.buffers()):
+        assert torch.equal(a, b), key
+    assert all(m._materialized for m in _derived(model))
+
+
+def test_f_a_model_on_meta_runs_shape_only_without_refusing():
+    model = small(RP).to('meta')  # nothing is computed on meta: no NotMaterializedError there
+    assert model(torch.empty(2, 3, 32, 32, device='meta')).shape == (2, 10)
+    assert all(isinstance(m, FixedPermutation) and not m._materialized for m in _derived(model))

@@ -1,10 +1,12 @@
-"""The paper's width formulas, checked against the paper's own numbers."""
+"""The paper's width formulas, checked against the paper's own numbers; an absurd Ω refused by `pkmixer width`
+and the library, naming it."""
 import math
 
 import pytest
 import timm
 
 from timm_pkmixer.description import describe_mixer
+from timm_pkmixer.errors import ArgumentValueError
 from timm_pkmixer.width import density, mixer_omega, optimal_width, sw_mlp_width, tokens_for_omega
 
 C4_PAIRS = {  # (C, S) of App. C.4 (i)
@@ -66,3 +68,32 @@ def test_sw_mlp_width():
 def test_bad_values(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# ------------------------------------------------------------------------------------------------------ absurd input
+
+@pytest.mark.parametrize('argv,message', [
+    (['width', '--omega', '1e300'], '--omega 1e+300 is too large: omega/gamma = 1e+300 exceeds 1e+200'),
+    (['width', '--omega', '1e-300'], '--omega must be at least 1 (connections per layer), got 1e-300'),
+    (['width', '--omega', '0.5', '--C', '3'], '--omega must be at least 1'),
+    (['width', '--omega', '100', '--gamma', '1e300'], '--omega 100 is below gamma 1e+300'),
+    (['width', '--omega', '1e250', '--patch', '4'], '--omega 1e+250 is too large'),
+    (['width', '--S', '3', '--C', '4', '--omega', '1e-300'], '--omega must be at least 1'),
+    (['plot', 'width', '--omega', '1e300', '--out', 'x.png'], '--omega 1e+300 is too large'),
+])
+def test_width_refuses_absurd_omega(files, cli, argv, message):
+    pytest.importorskip('matplotlib')
+    code, _, err = cli(*argv)
+    assert code == 2 and message in err, err
+    assert not (files / 'x.png').exists()
+
+
+@pytest.mark.parametrize('call', [
+    lambda w: w.optimal_width(1e300), lambda w: w.optimal_width(1e-300), lambda w: w.tokens_for_omega(8, 1e300),
+    lambda w: w.width_curve(1e-300), lambda w: w.sw_mlp_width(1e300, 0.5),
+])
+def test_width_library_names_omega_without_flags(call):
+    import timm_pkmixer.width as width
+    with pytest.raises(ArgumentValueError) as e:
+        call(width)
+    assert e.value.argument == 'omega' and str(e.value).startswith('omega ') and '--' not in str(e.value)
