@@ -310,3 +310,28 @@ def test_a_run_resumed_into_its_folder_is_one_finished_run(tmp_path):
     assert row['top1_err_mean'] == pytest.approx(100 - float(last[header.index('eval_top1')]))
     assert (row['runs'], row['seeds'], row['point']) == (1, '3', 'resumed')
     assert not math.isnan(row['eval_loss_mean'])
+
+
+def test_the_report_draws_each_points_mean_and_min_max_band_over_its_seeds(tmp_path, monkeypatch):
+    """Figs. S.6-S.8's form: `curves_EXP.png` from every point's runs, the band spanning exactly the seeds' curves."""
+    pytest.importorskip('matplotlib')
+    import timm_pkmixer.experiments.curve_figures as curve_figures
+    for depth in (2, 4):
+        for seed, last in ((0, 80.), (1, 90.)):
+            run_folder(tmp_path / 'runs', f'd{depth}_seed{seed}', seed, top1=(50., 70., last),
+                       model_kwargs=dict(num_blocks=depth))
+    drawn = {}
+    real = curve_figures.plot_curve_bands
+
+    def spy(groups, out, **kw):
+        drawn.update(groups)
+        return real(groups, out, **kw)
+
+    monkeypatch.setattr('timm_pkmixer.experiments.figures.plot_curve_bands', spy)
+    report = build_report([str(tmp_path / 'runs')])
+    files, _ = write_report(report, str(tmp_path / 'out'))
+    bands = [f for f in files if Path(f).name == f'curves_{report.experiment}.png']
+    assert len(bands) == 1 and Path(bands[0]).stat().st_size > 1000
+    assert len(drawn) == 2 and all(len(trials) == 2 for trials in drawn.values())
+    _, mean, low, high = curve_figures.min_max_band([t['eval_top1'] for t in next(iter(drawn.values()))])
+    assert list(low) == [50., 70., 80.] and list(high) == [50., 70., 90.] and list(mean) == [50., 70., 85.]

@@ -10,6 +10,7 @@ import numpy as np
 
 from .._matplotlib import require_matplotlib
 from ..errors import InvalidArgumentError
+from .curve_figures import plot_curve_bands
 from .run_folder import RunFileError
 from .run_folder import read_summary as read_run_summary
 
@@ -146,7 +147,8 @@ def square_channels(pairs: Sequence[tuple]) -> Optional[float]:
 
 def plot_report(report, out_dir) -> List:
     """The figures of `pkmixer report`: its experiment's (none for a comparison or several experiments at once) and
-    the eval-loss curves (D.7); returns the files."""
+    the eval-loss curves (D.7) and every metric's mean with its min–max band over the seeds (Figs. S.6–S.8,
+    `curves_EXP.png`); returns the files."""
     from pathlib import Path
     Figure = require_matplotlib()
     out_dir = Path(out_dir)
@@ -211,6 +213,9 @@ def plot_report(report, out_dir) -> List:
             fig.savefig(path, dpi=100)
             written.append(path)
         written.append(_plot_eval_loss(Figure, exp, points, out_dir))
+        written.append(plot_curve_bands({p.point: [r.curves for r in p.runs] for p in points},
+                                        str(out_dir / f'curves_{exp}.png'),
+                                        title=f'{exp}: mean and min–max over seeds (Figs. S.6–S.8)'))
     return written
 
 
