@@ -62,6 +62,14 @@ def images(model: torch.nn.Module, batch: int) -> torch.Tensor:
     return torch.randn(batch, model.in_chans, *model.img_size)
 
 
+def command_messages(err: str, prog: str = 'pkmixer') -> str:
+    """A command's stderr from its first own line (``pkmixer CMD: …``, an error or a note) on: the progress lines
+    before it (what it was doing, tests/test_progress.py) dropped, so a test can compare the message whole."""
+    lines = err.splitlines(keepends=True)
+    first = next((i for i, line in enumerate(lines) if line.startswith(f'{prog} ')), len(lines))
+    return ''.join(lines[first:])
+
+
 @pytest.fixture
 def cli(capsys) -> Callable[..., Tuple[int, str, str]]:
     """`pkmixer ARGV` in this process: ``cli(*argv) -> (exit status, stdout, stderr)``; a traceback on stderr fails

@@ -19,6 +19,15 @@ from timm_pkmixer.catalog import list_pkmixer_models, summarize
 from conftest import ROOT, RP
 
 
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """`pkmixer recipes | head -1`: the pipe is closed before the command writes; it stops without a traceback."""
+    proc = subprocess.Popen([sys.executable, '-m', 'timm_pkmixer', 'recipes'], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 1 and err == ''
+
+
 @pytest.fixture(scope='module')
 def rp_checkpoint(tmp_path_factory) -> Path:
     """A checkpoint of the RP S-Mixer, written once for the module."""
@@ -119,6 +128,8 @@ CLI_CASES = [
     (['width', '--model', 'nope'], "unknown model 'nope'"),
     (['models', 'zzz'], 'pkmixer models: error: no registered model matches'),
     (['plot', 'run', '{root}/dir', '--out', '{root}/x.png'], 'pkmixer plot run: error: '),
+    (['plot', 'width', '--omega', '1000', '--model-tol', '-0.1', '--out', '{root}/x.png'],
+     'argument --model-tol: model_tol must be in [0, ∞), got -0.1'),
     (['nonsense'], "invalid choice: 'nonsense'"),
 ]
 

@@ -16,7 +16,7 @@ from timm_pkmixer.errors import ModelTooLargeError
 from timm_pkmixer.expand import expanded_model_args, tile_images, tile_tokens
 from timm_pkmixer.layers import FixedPermutation
 
-from conftest import randomize_, run_python, small
+from conftest import command_messages, randomize_, run_python, small
 
 FAMILIES = {
     'normal MLP-Mixer': ('pk_mixer_s16_224', dict(num_blocks=2, embed_dim=64)),
@@ -182,7 +182,7 @@ def test_c_cli_expand_with_a_huge_factor_exits_2_without_traceback(tmp_path, cap
     save_file(timm.create_model('s_mixer_s64c64_32', num_blocks=2).state_dict(), str(ckpt))
     status = pkmixer(['expand', str(ckpt), '--model', 's_mixer_s64c64_32', '--model-kwargs', 'num_blocks=2',
                       '--factor', '1000000', '--out-dir', str(tmp_path / 'out')])
-    err = capsys.readouterr().err
+    err = command_messages(capsys.readouterr().err)
     assert status == 2
     assert err.startswith('pkmixer expand: error: factor=1000000 ') and 'Traceback' not in err
     assert not (tmp_path / 'out').exists()

@@ -21,7 +21,7 @@ from timm_pkmixer.catalog import summarize
 from timm_pkmixer.cli import main as pkmixer
 from timm_pkmixer.errors import CheckpointError, CheckpointMismatchError
 
-from conftest import RP, randomize_, run_python
+from conftest import RP, command_messages, randomize_, run_python
 from hf_cache import install_in_hf_cache
 
 RP_NAME = 's_mixer_rp_s64c64_32'
@@ -225,8 +225,8 @@ def test_upload_sends_exactly_the_dry_run_files(pushed, run_dir, monkeypatch, ca
     monkeypatch.setattr(HfApi, 'create_repo', refused)
     assert pkmixer(['push', str(run_dir / 'model_best.pth.tar'), '--model', RP_NAME, '--repo-id', REPO,
                     '--use-ema']) == 1
-    assert capsys.readouterr().err.strip() == (
-        f'pkmixer push: upload to {REPO} failed: PermissionError: 401 Unauthorized: no token')
+    assert capsys.readouterr().err.splitlines()[-2:] == [  # after the progress lines, the one failure
+        f'uploading to {REPO}', f'pkmixer push: upload to {REPO} failed: PermissionError: 401 Unauthorized: no token']
 
 
 @pytest.mark.parametrize('argv, message', [
@@ -242,7 +242,7 @@ def test_push_refuses(run_dir, tmp_path, capsys, argv, message):
     opts = dict(zip(argv[::2], argv[1::2]))
     argv = [a for k, v in {**base, **opts}.items() for a in (k, v)]
     assert pkmixer(['push', str(run_dir / 'last.pth.tar'), *argv]) == 2
-    err = capsys.readouterr().err
+    err = command_messages(capsys.readouterr().err)
     assert err.startswith('pkmixer push: error: ') and re.search(message, err), err
     assert not (tmp_path / 'out').exists()
 
@@ -363,7 +363,7 @@ def test_push_says_digests_were_cast_not_that_the_run_diverged(tmp_path, capsys,
     model = randomize_(timm.create_model(name, **kwargs))
     save_file({k: v.to(dtype) for k, v in model.state_dict().items()}, str(tmp_path / 'cast.safetensors'))
     assert _push(tmp_path / 'cast.safetensors', name, tmp_path, *_kwargs_argv(kwargs)) == 2
-    err = capsys.readouterr().err
+    err = command_messages(capsys.readouterr().err)
     assert err.startswith('pkmixer push: error: ') and re.search(message, err), err
     assert 'not a weight' in err and 'NaN' not in err and 'diverge' not in err
     # cast as model.half() casts (floating-point weights only): pushed, the digests intact
@@ -383,7 +383,7 @@ def test_push_refuses_an_args_yaml_it_cannot_read_safely(tmp_path, capsys, text,
     save_file(model.state_dict(), str(tmp_path / 'w.safetensors'))
     (tmp_path / 'args.yaml').write_text(text.format(marker=marker))
     assert _push(tmp_path / 'w.safetensors', 's_mixer_rp_s64c64_32', tmp_path, '--model-kwargs', 'num_blocks=2') == 2
-    err = capsys.readouterr().err
+    err = command_messages(capsys.readouterr().err)
     assert err.startswith(f'pkmixer push: error: {tmp_path / "args.yaml"}: ') and message in err, err
     assert 'Traceback' not in err and not marker.exists() and not (tmp_path / 'out').exists()
 
@@ -420,7 +420,7 @@ def test_the_library_speaks_in_arguments_the_command_in_flags(tmp_path, capsys):
         flags = [a for k, v in opts.items() for a in ((k, v) if v else (k,))]
         assert pkmixer(['push', str(tmp_path / 'w.safetensors'), '--model', 'sw_mlp_o18_32', '--model-kwargs',
                         'width=64', 'num_blocks=1', *flags]) == 2
-        assert capsys.readouterr().err.startswith(message), argv
+        assert command_messages(capsys.readouterr().err).startswith(message), argv
 
 
 def test_writing_the_folder_leaves_the_model_as_it_was(tmp_path):

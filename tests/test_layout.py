@@ -131,3 +131,27 @@ def test_the_cycle_check_sees_a_planted_loop_and_ignores_the_package_root():
     assert ['timm_pkmixer.sizes', 'timm_pkmixer.models.pk_mixer', 'timm_pkmixer.sizes'] in cycles(graph)
     root = {'timm_pkmixer': {'timm_pkmixer.width'}, 'timm_pkmixer.width': {'timm_pkmixer'}}
     assert cycles(root) == []
+
+
+def prints(tree: ast.AST) -> List[int]:
+    """Lines of ``print(…)`` calls and of writes to ``sys.stdout`` / ``sys.stderr`` in a module's syntax tree."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == 'print':
+            found.append(node.lineno)
+        elif isinstance(node, ast.Attribute) and node.attr in ('stdout', 'stderr') and \
+                isinstance(node.value, ast.Name) and node.value.id == 'sys':
+            found.append(node.lineno)
+    return found
+
+
+def test_only_the_commands_print():
+    """The library says what it is doing through a `progress` callback and what went wrong by raising; only
+    ``cli/`` writes to the terminal (so a notebook or a script using the library gets no stray output)."""
+    printing = {name: lines for name, path in _modules().items()
+                if layer(name) != 'cli' and (lines := prints(ast.parse(path.read_text(encoding='utf-8'))))}
+    assert printing == {}
+
+
+def test_the_print_check_sees_a_print_and_a_write_to_stderr():
+    assert prints(ast.parse('import sys\nprint(1)\nsys.stderr.write("x")\n')) == [2, 3]

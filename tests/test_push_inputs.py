@@ -13,6 +13,8 @@ from timm.utils import update_summary
 
 from timm_pkmixer.cli import main as pkmixer
 
+from conftest import command_messages
+
 NAME = 's_mixer_s64c64_32'
 KWARGS = {'num_blocks': 1}
 NAN = float('nan')
@@ -64,8 +66,8 @@ def test_push_refuses_a_top1_the_report_refuses(tmp_path, capsys, rows, fault):
         assert code == 0 and 'summary.csv not used: no validation row for epoch 2' in err, err
         return
     assert code == 2 and 'Traceback' not in err and not (tmp_path / 'out' / 'README.md').exists()
-    assert err == (f'pkmixer push: error: {run / "summary.csv"}, {fault}; refusing to put it on the model card (move '
-                   f'the file away to push without the run\'s metrics)\n')
+    assert command_messages(err) == (f'pkmixer push: error: {run / "summary.csv"}, {fault}; refusing to put it on '
+                                     f'the model card (move the file away to push without the run\'s metrics)\n')
 
 
 def _truncated(tmp_path, suffix):
@@ -92,7 +94,7 @@ def test_a_truncated_checkpoint_is_named(tmp_path, capsys, command, suffix, deta
             if command == 'push' else
             ['analyze', 'cka', str(cut), str(cut), '--model', NAME, '--out-dir', str(tmp_path / 'out')])
     assert pkmixer(argv) == 2
-    err = capsys.readouterr().err
+    err = command_messages(capsys.readouterr().err)
     assert err.startswith(f'pkmixer {command}{" cka" if command == "analyze" else ""}: error: {cut}: cannot be '
                           f'read as a checkpoint, it is truncated or corrupt {detail}'), err
     assert 'Traceback' not in err
@@ -119,7 +121,7 @@ def test_model_kwargs_that_are_not_a_mapping_are_named(tmp_path, capsys, command
                 if command == 'push' else ['analyze', 'cka', str(checkpoint), str(checkpoint), '--out-dir',
                                            str(tmp_path / 'o')])
         assert pkmixer(argv) == 2
-        err = capsys.readouterr().err
+        err = command_messages(capsys.readouterr().err)
         assert err.startswith(f'pkmixer {command}{" cka" if command == "analyze" else ""}: error: {source}: '
                               f'{problem}'), err
         assert 'Traceback' not in err

@@ -25,6 +25,8 @@ from timm_pkmixer.experiments.run_folder import (
     run_state,
 )
 
+from conftest import command_messages
+
 ROOT = Path(__file__).resolve().parent.parent
 BOMB = ('model: s_mixer_s64c64_32\nseed: 0\na: &a ["x","x","x","x","x","x","x","x","x","x"]\n'
         + ''.join(f'{n}: &{n} [{",".join([f"*{p}"] * 10)}]\n' for p, n in zip('abcdefgh', 'bcdefghi')))
@@ -176,7 +178,7 @@ def test_an_epochs_csv_that_is_not_what_the_report_writes_is_named(tmp_path, cap
     assert str(e.value) == message.format(path=path)
     capsys.readouterr()
     assert pkmixer(['report', str(path), '--out-dir', str(tmp_path / 'again')]) == 2
-    err = capsys.readouterr().err
+    err = command_messages(capsys.readouterr().err)
     assert err == f'pkmixer report: error: {message.format(path=path)}\n'
 
 
@@ -194,7 +196,8 @@ def test_a_sweep_json_that_is_not_a_record_is_named_before_anything_is_written(t
     assert str(e.value) == message.format(path=out / 'sweep.json')
     assert pkmixer(['sweep', 'cifar10/s_mixer_fig7', '--experiment', 'depth', '--seeds', '0', '--out-dir', str(out),
                     '--add']) == 2
-    assert capsys.readouterr().err == f'pkmixer sweep: error: {message.format(path=out / "sweep.json")}\n'
+    assert command_messages(capsys.readouterr().err) == \
+        f'pkmixer sweep: error: {message.format(path=out / "sweep.json")}\n'
     assert sorted(p.name for p in out.iterdir()) == ['sweep.json']
 
 

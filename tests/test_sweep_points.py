@@ -2,21 +2,18 @@
 the recipe's model and model_kwargs, on the meta device): A.2.4's skip layer, Fig. 4 (left)'s paired SW-MLPs,
 Fig. S.2's Ω, Figs. S.1, S.7, S.8; the disagreements of the paper's text with its tables, each one option away; and
 `--explain` refusing exactly what writing refuses, for every packaged recipe and experiment."""
-import inspect
 import math
 
 import pytest
 import timm
 import yaml
 
-import timm_pkmixer.experiments.sweep as sweep_module
 from timm_pkmixer.cli import main as pkmixer
 from timm_pkmixer.errors import InvalidArgumentError
 from timm_pkmixer.experiments.recipes import list_recipes
 from timm_pkmixer.experiments.sweep import explain, plan_sweep, recipe_figures, write_sweep
 from timm_pkmixer.experiments.sweep_tables import CIFAR_SWEEP_PAIRS, EXPERIMENTS, FIGS6_DIMS, FIGURES
 from timm_pkmixer.layers import SkipLayer
-from timm_pkmixer.models.sw_mlp import SwMlp
 
 
 def built(tmp_path, recipe, **options):
@@ -146,8 +143,7 @@ DISAGREEMENTS = [(f.key, d.key, r.name) for f in FIGURES.values() for d in f.dis
 
 
 @pytest.mark.parametrize('figure,key,name', DISAGREEMENTS, ids=[f'{f}-{k}' for f, k, _ in DISAGREEMENTS])
-def test_every_disagreement_is_flagged_and_its_other_reading_is_one_option_away(monkeypatch, figure, key, name):
-    monkeypatch.setattr(sweep_module, '_check_points', lambda points: None)  # SwMlp's outer_act may be pending
+def test_every_disagreement_is_flagged_and_its_other_reading_is_one_option_away(figure, key, name):
     recipe = _base_recipe(figure)
     default = plan_sweep(recipe, figure=figure)
     text = explain(default)
@@ -180,14 +176,9 @@ def test_fig_s4_text_reading_builds_d5_models(tmp_path):
     assert {(m.describe().num_tokens, m.describe().dim, m.describe().depth) for _, m in models} == {(64, 64, 4)}
 
 
-def test_sw_block_reading_c1_sets_outer_act_false_on_the_sw_mlps_only(tmp_path, monkeypatch):
-    if 'outer_act' in inspect.signature(SwMlp.__init__).parameters:
-        models = built(tmp_path / 'built', 'cifar10/mixer_fig2_fig4', readings={'sw-block': 'c1'})
-        assert [m.model_args['outer_act'] for _, m in sw_mlps(models)] == [False] * 13
-    else:  # helper A's SwMlp(outer_act=…) is not merged: the plan refuses the argument, by name
-        with pytest.raises(InvalidArgumentError, match="'outer_act'"):
-            plan_sweep('cifar10/mixer_fig2_fig4', readings={'sw-block': 'c1'})
-    monkeypatch.setattr(sweep_module, '_check_points', lambda points: None)
+def test_sw_block_reading_c1_sets_outer_act_false_on_the_sw_mlps_only(tmp_path):
+    models = built(tmp_path / 'built', 'cifar10/mixer_fig2_fig4', readings={'sw-block': 'c1'})
+    assert [m.model_args['outer_act'] for _, m in sw_mlps(models)] == [False] * 13
     paths = write_sweep('cifar10/mixer_fig2_fig4', str(tmp_path / 'w'), seeds=(0,), readings={'sw-block': 'c1'})
     cfgs = [yaml.safe_load(p.read_text()) for p in paths]
     assert [c['model_kwargs'].get('outer_act') for c in cfgs if c['model'].startswith('sw_')] == [False] * 13

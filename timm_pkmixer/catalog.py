@@ -1,7 +1,7 @@
 """The registered models of this package, and a summary of each (the table printed by ``pkmixer models``)."""
 import inspect
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import timm
 import torch
@@ -10,6 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from .description import Describable, ModelDescription
 from .errors import InvalidArgumentError
+from .validation import non_negative_real, positive_real
 
 __all__ = ['ModelSummary', 'list_pkmixer_models', 'is_pkmixer_model', 'check_model_name', 'check_model_kwargs',
            'summarize', 'models_near_omega']
@@ -100,10 +101,16 @@ def summarize(name: str, **kwargs) -> ModelSummary:
         pretrained_tags=tuple(n.split('.', 1)[1] for n in timm.list_pretrained(f'{name}.*')))
 
 
-def models_near_omega(omega: float, rel_tol: float = 0.05) -> List[ModelSummary]:
-    """Registered Mixers whose Ω is within `rel_tol` of `omega` (the models that belong on its width curve)."""
+def models_near_omega(omega: float, rel_tol: float = 0.05,
+                      progress: Optional[Callable[[str], None]] = None) -> List[ModelSummary]:
+    """Registered Mixers whose Ω is within `rel_tol` of `omega` (the models that belong on its width curve).
+    `progress` (optional) receives a line per registered model summarized."""
+    omega, rel_tol = positive_real('omega', omega), non_negative_real('rel_tol', rel_tol)
     found = []
-    for name in list_pkmixer_models():
+    names = list_pkmixer_models()
+    for i, name in enumerate(names):
+        if progress is not None:
+            progress(f'{name} ({i + 1}/{len(names)}): reading its Ω on the meta device')
         summary = summarize(name)
         if summary.dim is not None and abs(summary.omega / omega - 1) <= rel_tol:
             found.append(summary)

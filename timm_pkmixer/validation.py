@@ -14,8 +14,8 @@ from typing import Any, Callable, Optional, Sequence, Tuple, TypeVar
 from .errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = [
-    'integer', 'positive_int', 'non_negative_int', 'real', 'positive_real', 'probability', 'rate', 'boolean',
-    'choice', 'int_pair', 'real_pair', 'optional', 'cli_type',
+    'integer', 'positive_int', 'non_negative_int', 'real', 'positive_real', 'non_negative_real', 'probability', 'rate',
+    'boolean', 'choice', 'int_pair', 'real_pair', 'optional', 'cli_type',
 ]
 
 T = TypeVar('T')
@@ -72,6 +72,10 @@ def real(
 
 def positive_real(name: str, value: Any) -> float:
     return real(name, value, low=0., low_open=True)
+
+
+def non_negative_real(name: str, value: Any) -> float:
+    return real(name, value, low=0.)
 
 
 def probability(name: str, value: Any) -> float:

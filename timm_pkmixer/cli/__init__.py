@@ -8,6 +8,7 @@ Convention: a user error (bad value, missing file, a checkpoint that does not fi
 exception is a bug and keeps its traceback. The library raises, the commands print.
 """
 import argparse
+import os
 import sys
 from typing import List, Optional
 
@@ -49,7 +50,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.print_help()
         return 0
     try:
-        return int(args.run(args) or 0)
+        status = int(args.run(args) or 0)
+        sys.stdout.flush()  # a reader that has gone (`pkmixer recipes | head -1`) shows here, not at exit
+        return status
+    except BrokenPipeError:  # nobody reads the rest: stop quietly, as `cat` does (Python's recommended way)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except USER_ERRORS as e:
         message = str(e) if not isinstance(e, OSError) or not e.filename else f'{e.strerror}: {e.filename}'
         print(f'{args.prog}: error: {message}', file=sys.stderr)

@@ -1,18 +1,25 @@
-"""Argument groups shared by several commands, defined once; the helper that registers a command; and
-:func:`in_flag_terms`, the one way a library argument's name becomes the command's flag."""
+"""Argument groups shared by several commands, defined once; the helper that registers a command;
+:func:`in_flag_terms`, the one way a library argument's name becomes the command's flag; and :func:`progress`, the
+one way a command says what it is doing (the library never prints: it takes a callback, and the commands pass this)."""
 import argparse
 import ast
 import contextlib
+import sys
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 from ..errors import ArgumentValueError, InvalidArgumentError, UserInputError
 from ..validation import cli_type, positive_int, positive_real
 
-__all__ = ['ParseKwargs', 'add_command', 'add_model_options', 'add_width_options', 'in_flag_terms', 'POSITIVE_INT',
-           'POSITIVE_REAL']
+__all__ = ['ParseKwargs', 'add_command', 'add_model_options', 'add_width_options', 'in_flag_terms', 'progress',
+           'POSITIVE_INT', 'POSITIVE_REAL']
 
 POSITIVE_INT = cli_type(positive_int)
 POSITIVE_REAL = cli_type(positive_real, parse=float)
+
+
+def progress(message: str) -> None:
+    """One progress line on stderr, at once (stdout keeps the results, so ``> file`` and pipes get only those)."""
+    print(message, file=sys.stderr, flush=True)
 
 
 class ParseKwargs(argparse.Action):

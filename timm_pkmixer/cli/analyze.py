@@ -4,14 +4,13 @@ import argparse
 import csv
 import functools
 import re
-import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 from ..errors import InvalidArgumentError
 from ..validation import cli_type, non_negative_int, positive_real, real
-from ._common import POSITIVE_INT, add_command, add_model_options
+from ._common import POSITIVE_INT, add_command, add_model_options, progress
 
 __all__ = ['add_commands']
 
@@ -151,7 +150,7 @@ def _batches_with_progress(batches, label: str):
     """Yield `batches`, saying on stderr which batch of how many is being computed."""
     total = len(batches) if hasattr(batches, '__len__') else None
     for i, batch in enumerate(batches):
-        _progress(f'{label}: batch {i + 1}/{total if total is not None else "?"}')
+        progress(f'{label}: batch {i + 1}/{total if total is not None else "?"}')
         yield batch
 
 
@@ -234,7 +233,7 @@ def _run_fig4(args: argparse.Namespace, out: Path) -> None:
         tokens = list(FIG4_TOKENS)  # C.2's own S
     if tokens is not None and len(tokens) != len(dims):
         raise InvalidArgumentError(f'--S gives {len(tokens)} values for {len(dims)} values of --C')
-    rows = fig4_spectra(omega, gamma, dims, tokens, trials=args.trials or 10, progress=_progress)
+    rows = fig4_spectra(omega, gamma, dims, tokens, trials=args.trials or 10, progress=progress)
     _write_csv(out / 'spectra.csv', rows)
     for r in rows:
         print(f"C={r['C']:3d} S={r['S']:3d} m={r['m']:5d} p={r['p']:.4f}: SW-MLP σ_max {r['sv_max_mean']:.4f} "
@@ -254,7 +253,7 @@ def _run_fig_s1(args: argparse.Namespace, out: Path) -> None:
     omega = 1e3 if args.omega is None else args.omega
     a_values = args.a if args.a is not None else [0, 0.25, 1 / 3, 0.5, 0.75, 1, 1.25, 1.5, 1.75, 2]
     rows, values = fig_s1_spectra(a_values, omega, trials=args.trials or 50, keep_values_at=args.hist_a,
-                                  progress=_progress)
+                                  progress=progress)
     _write_csv(out / 'fig_s1.csv', rows)
     if values.size:
         counts, edges = np.histogram(values, bins=100)
@@ -285,11 +284,6 @@ def run_spectra(args: argparse.Namespace) -> int:
         _run_fig4(args, out)
     print(f'wrote {out} ({time.perf_counter() - start:.1f} s, {args.threads_used})')
     return 0
-
-
-def _progress(message: str) -> None:
-    """A progress line on stderr (stdout keeps the results)."""
-    print(message, file=sys.stderr, flush=True)
 
 
 def _apply_threads(args: argparse.Namespace) -> str:
@@ -331,7 +325,7 @@ def run_cost(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     rows = table_s3([COST_SIZES[s] for s in dict.fromkeys(args.size)], args.models or COST_MODELS,
-                    args.batch_size, args.steps, args.warmup, device, progress=_progress)
+                    args.batch_size, args.steps, args.warmup, device, progress=progress)
     _write_csv(out / 'table_s3.csv', rows)
     (out / 'table_s3.md').write_text(cost_markdown(rows), encoding='utf-8')
     for r in rows:

@@ -2,14 +2,14 @@
 import argparse
 from pathlib import Path
 
-from ._common import add_command
+from ._common import add_command, progress
 
 __all__ = ['add_commands']
 
 
 def run(args: argparse.Namespace) -> int:
     from ..experiments.datasets import prepare_stl10
-    counts = prepare_stl10(args.out_dir, args.download_root or str(Path(args.out_dir) / 'raw'))
+    counts = prepare_stl10(args.out_dir, args.download_root or str(Path(args.out_dir) / 'raw'), progress=progress)
     for folder, per_class in counts.items():
         print(f'{Path(args.out_dir) / folder}: {sum(per_class.values())} images in {len(per_class)} classes')
     return 0

@@ -6,24 +6,22 @@ import sys
 from pathlib import Path
 
 from ..validation import cli_type, integer
-from ._common import add_command, add_model_options, in_flag_terms
-from .push import PUBLISH_ARGUMENTS
+from ._common import add_command, add_model_options, in_flag_terms, progress
+from .push import HUB_FILES, PUBLISH_ARGUMENTS, read_and_build
 
 __all__ = ['add_commands']
 
 
 def run(args: argparse.Namespace) -> int:
     from ..expand import expand_resolution
-    from ..publish.checkpoint_file import build_validated_model, read_checkpoint
     from ..publish.hub import check_repo_id, write_hub_folder
     with in_flag_terms(args, *PUBLISH_ARGUMENTS):
         repo_id = check_repo_id(args.repo_id or f'your-org/{Path(args.out_dir).name}')
-        ckpt = read_checkpoint(args.checkpoint, use_ema=args.use_ema)
-        model, build_kwargs = build_validated_model(args.model, ckpt, args.model_kwargs)
-    expanded = expand_resolution(model, args.factor)
+    ckpt, model, build_kwargs = read_and_build(args)
     k, d = args.factor, model.describe()
     c, h, w = model.pretrained_cfg['input_size']
-    expanded.pretrained_cfg = dict(expanded.pretrained_cfg, input_size=(c, k * h, k * w))
+    progress(f'expanding {args.model} {k}× ({h}→{k * h} px)')
+    expanded = expand_resolution(model, args.factor)
     how = (f'the tokens are grouped by image tile (a fixed permutation after the per-patch FC) and every token-mixing '
            f'weight W becomes I_{k * k} ⊗ W (block-diagonal copies; hidden {d.token_hidden or d.num_tokens} → '
            f'{(d.token_hidden or d.num_tokens) * k * k}, tokens {d.num_tokens} → {d.num_tokens * k * k})'
@@ -32,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
               'weights': Path(args.checkpoint).name, 'factor': f'{k} (images {h}×{w} → {k * h}×{k * w})',
               'how': how, 'exactness': f'on an image of {k}×{k} tiles of the original size, every tile gets exactly '
                                       f"the original model's tokens"}
+    progress(f'writing {HUB_FILES} into {args.out_dir}')
     with in_flag_terms(args, *PUBLISH_ARGUMENTS):
         folder = write_hub_folder(expanded, ckpt, args.out_dir, repo_id, license=args.license, expanded_from=origin)
     for note in folder.notes:

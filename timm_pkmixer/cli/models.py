@@ -4,7 +4,7 @@ from pathlib import Path
 from typing import Dict, List
 
 from ..errors import InvalidArgumentError
-from ._common import add_command
+from ._common import add_command, progress
 
 __all__ = ['add_commands']
 
@@ -49,9 +49,13 @@ def run(args: argparse.Namespace) -> int:
         path = Path(args.update)
         document = _read_utf8(path)
         replace_table(document, '', str(path))
-    rows = [summarize(name).row() for name in list_pkmixer_models() if not args.filter or args.filter in name]
-    if not rows:
+    names = [name for name in list_pkmixer_models() if not args.filter or args.filter in name]
+    if not names:
         raise InvalidArgumentError(f'no registered model matches {args.filter!r}')
+    rows = []
+    for i, name in enumerate(names):
+        progress(f'{name} ({i + 1}/{len(names)}): counting parameters and MACs on the meta device')
+        rows.append(summarize(name).row())
     cols = list(rows[0])
     if document is not None:
         path.write_text(replace_table(document, markdown_table(rows), str(path)), encoding='utf-8')

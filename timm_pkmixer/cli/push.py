@@ -3,25 +3,40 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any, Dict, Tuple
 
-from ._common import add_command, add_model_options, in_flag_terms
+from ._common import add_command, add_model_options, in_flag_terms, progress
 
-__all__ = ['add_commands']
+__all__ = ['add_commands', 'PUBLISH_ARGUMENTS', 'read_and_build', 'HUB_FILES']
 
 PUBLISH_ARGUMENTS = ('repo_id', 'use_ema', 'out_dir')  # the library's arguments these commands name as flags
+HUB_FILES = 'model.safetensors, config.json and the model card'
+
+
+def read_and_build(args: argparse.Namespace) -> Tuple[Any, Any, Dict[str, Any]]:
+    """(checkpoint, model, its build arguments): ``args.checkpoint`` read and loaded strictly into ``args.model``,
+    as push and expand both start, saying each step (a large model takes tens of seconds)."""
+    from ..publish.checkpoint_file import build_validated_model, read_checkpoint
+    path = Path(args.checkpoint)
+    size = f' ({path.stat().st_size / 2 ** 20:,.0f} MiB)' if path.is_file() else ''
+    with in_flag_terms(args, *PUBLISH_ARGUMENTS):
+        progress(f'reading {args.checkpoint}{size}')
+        ckpt = read_checkpoint(args.checkpoint, use_ema=args.use_ema)
+        progress(f'building {args.model} and loading the weights into it')
+        model, build_kwargs = build_validated_model(args.model, ckpt, args.model_kwargs)
+    return ckpt, model, build_kwargs
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..publish.checkpoint_file import build_validated_model, read_checkpoint
     from ..publish.hub import check_repo_id, upload_to_hub, write_hub_folder
     with in_flag_terms(args, *PUBLISH_ARGUMENTS):
         check_repo_id(args.repo_id)
-        ckpt = read_checkpoint(args.checkpoint, use_ema=args.use_ema)
-        model, _ = build_validated_model(args.model, ckpt, args.model_kwargs)
+    ckpt, model, _ = read_and_build(args)
     with tempfile.TemporaryDirectory() as tmp:
+        out = args.out_dir or str(Path(tmp) / 'upload')
+        progress(f'writing {HUB_FILES} into {out if args.out_dir else "a temporary folder"}')
         with in_flag_terms(args, *PUBLISH_ARGUMENTS):
-            folder = write_hub_folder(model, ckpt, args.out_dir or str(Path(tmp) / 'upload'), args.repo_id,
-                                      license=args.license, datasets=args.dataset)
+            folder = write_hub_folder(model, ckpt, out, args.repo_id, license=args.license, datasets=args.dataset)
         for note in folder.notes:
             print(f'note: {note}', file=sys.stderr)
         for name in folder.files:
@@ -29,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
         if args.out_dir:
             print(f'wrote {folder.path}; nothing uploaded (without --out-dir this goes to {args.repo_id})')
             return 0
+        progress(f'uploading to {args.repo_id}')
         try:
             url = upload_to_hub(str(folder.path), args.repo_id, private=args.private,
                                 commit_message=args.commit_message)

@@ -4,7 +4,8 @@ import json
 import sys
 
 from ..errors import InvalidArgumentError
-from ._common import POSITIVE_INT, add_command, add_width_options, in_flag_terms
+from ..validation import cli_type, non_negative_real
+from ._common import POSITIVE_INT, add_command, add_width_options, in_flag_terms, progress
 
 __all__ = ['add_commands']
 
@@ -101,7 +102,7 @@ def _plot_width(args: argparse.Namespace) -> None:
         points = patch_sweep(args.omega, gamma, args.patch, in_chans=args.in_chans)
     else:
         points = width_curve(args.omega, gamma, args.C, args.mirror) if args.C else []
-    models = [] if args.no_models else models_near_omega(args.omega, args.model_tol)
+    models = [] if args.no_models else models_near_omega(args.omega, args.model_tol, progress=progress)
     models += [summarize(name) for name in args.model or [] if name not in {m.name for m in models}]
     if any(m.dim is None for m in models):
         raise InvalidArgumentError('only Mixers (with S and C) can be placed on the width curve, not the SW-MLP')
@@ -145,7 +146,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p = add_command(figs, 'width', run_plot, help='Fig. 3: m and p against C at fixed Ω, optimum and registered models')
     add_width_options(p)
     p.add_argument('--model', nargs='+', help='also place these registered Mixers')
-    p.add_argument('--model-tol', type=float, default=0.05,
+    p.add_argument('--model-tol', type=cli_type(non_negative_real, float, 'model_tol'), default=0.05,
                    help='place registered Mixers whose Ω is within this relative tolerance (default 0.05)')
     p.add_argument('--no-models', action='store_true', help='do not place registered models automatically')
     p.set_defaults(plot=_plot_width)

@@ -4,7 +4,7 @@ import re
 import shlex
 from pathlib import Path
 
-from ._common import POSITIVE_INT, POSITIVE_REAL, ParseKwargs, add_command
+from ._common import POSITIVE_INT, POSITIVE_REAL, ParseKwargs, add_command, progress
 
 __all__ = ['add_commands']
 
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         options = dict(experiment=args.experiment, permutations=args.permutation, seeds=args.seeds, omega=args.omega,
                        model_kwargs=args.model_kwargs, gamma=args.gamma, dims=args.dims, figure=args.figure,
-                       readings=_readings(args.reading))
+                       readings=_readings(args.reading), progress=progress)
         if args.explain:
             print(explain(plan_sweep(args.recipe, **options)), end='')
             if not args.out_dir:

@@ -4,7 +4,7 @@ import math
 import os
 import re
 from collections import OrderedDict
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -145,10 +145,10 @@ def square_channels(pairs: Sequence[tuple]) -> Optional[float]:
     return math.sqrt(math.sqrt(s0 * c0) * math.sqrt(s1 * c1))
 
 
-def plot_report(report, out_dir) -> List:
+def plot_report(report, out_dir, progress: Optional[Callable[[str], None]] = None) -> List:
     """The figures of `pkmixer report`: its experiment's (none for a comparison or several experiments at once) and
     the eval-loss curves (D.7) and every metric's mean with its min–max band over the seeds (Figs. S.6–S.8,
-    `curves_EXP.png`); returns the files."""
+    `curves_EXP.png`); returns the files. `progress` (optional) receives a line per experiment drawn."""
     from pathlib import Path
     Figure = require_matplotlib()
     out_dir = Path(out_dir)
@@ -157,6 +157,8 @@ def plot_report(report, out_dir) -> List:
         by_exp.setdefault(p.experiment, []).append(p)
     written = []
     for exp, points in by_exp.items():
+        if progress is not None:
+            progress(f'drawing the figures of {exp} ({len(points)} points)')
         if exp == 'width':
             fig = Figure(figsize=(10, 3.8), layout='constrained')
             ax_c, ax_m = fig.subplots(1, 2)

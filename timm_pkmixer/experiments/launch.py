@@ -34,16 +34,16 @@ from .launch_tasks import (
     LaunchLockedError,
     Progress,
     Task,
-    _state_dir,
-    _tail,
-    _write_json,
     default_run_dir,
     execute,
     find_recipes,
+    launch_state_dir,
+    log_tail,
     pid_alive,
     plan_tasks,
     read_record,
     run_progress,
+    write_json,
     write_record,
 )
 
@@ -63,7 +63,7 @@ def holder_alive(record: Mapping[str, Any]) -> bool:
 
 def read_lock(folder: Path) -> Dict[str, Any]:
     try:
-        return json.loads((_state_dir(folder) / 'lock').read_text(encoding='utf-8'))
+        return json.loads((launch_state_dir(folder) / 'lock').read_text(encoding='utf-8'))
     except (OSError, ValueError):
         return {}
 
@@ -78,7 +78,7 @@ def _describe_holder(lock: Mapping[str, Any]) -> str:
 def acquire_lock(folder: Path, executor: str) -> Path:
     """Take ``DIR/launch/lock`` for this process; a live holder's lock refuses (:class:`LaunchLockedError`), a
     dead holder's is taken over."""
-    path = _state_dir(folder) / 'lock'
+    path = launch_state_dir(folder) / 'lock'
     path.parent.mkdir(parents=True, exist_ok=True)
     mine = dict(pid=os.getpid(), host=socket.gethostname(), executor=executor, job=None, since=time.time())
     for _ in range(3):
@@ -104,14 +104,14 @@ def update_lock(folder: Path, **fields: Any) -> None:
     """Add `fields` (the batch job) to this process's lock."""
     lock = read_lock(folder)
     if lock.get('pid') == os.getpid():
-        _write_json(_state_dir(folder) / 'lock', {**lock, **fields})
+        write_json(launch_state_dir(folder) / 'lock', {**lock, **fields})
 
 
 def release_lock(folder: Path) -> None:
     """Remove the lock if this process holds it."""
     lock = read_lock(folder)
     if lock.get('pid') == os.getpid() and lock.get('host') == socket.gethostname():
-        (_state_dir(folder) / 'lock').unlink(missing_ok=True)
+        (launch_state_dir(folder) / 'lock').unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------------------------------------- status
@@ -152,7 +152,7 @@ def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> 
         status.detail = where if record['state'] == 'running' else f'queued: {where}'
     elif record.get('state') == 'failed':
         status.state, status.detail = 'failed', f'exit status {record.get("returncode")}'
-        status.log = _tail(Path(state_dir) / 'logs' / f'{name}.log')
+        status.log = log_tail(Path(state_dir) / 'logs' / f'{name}.log')
     elif progress.state == 'unfinished':
         status.state = 'unfinished'
     return status
@@ -160,7 +160,7 @@ def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> 
 
 def read_status(folder: Path) -> List[RunStatus]:
     """Every recipe's run in `folder`, in recipe order."""
-    return [run_status(recipe, _state_dir(folder)) for recipe in find_recipes(folder)]
+    return [run_status(recipe, launch_state_dir(folder)) for recipe in find_recipes(folder)]
 
 
 # ------------------------------------------------------------------------------------------------- launch
@@ -241,7 +241,7 @@ def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py
             batch.stop()
             raise
         if batch.job and read_lock(folder).get('job') == batch.job:
-            (_state_dir(folder) / 'lock').unlink(missing_ok=True)  # every task has left the queue
+            (launch_state_dir(folder) / 'lock').unlink(missing_ok=True)  # every task has left the queue
         return result
     finally:
         if not keep_lock:

@@ -17,8 +17,8 @@ from ..errors import UserInputError
 from .run_folder import load_yaml, run_state, yaml_reason
 
 __all__ = ['STATE_DIR', 'STATES', 'LOG_TAIL', 'LaunchError', 'LaunchLockedError', 'Progress', 'run_progress',
-           'find_recipes', 'default_run_dir', 'write_record', 'read_record', 'pid_alive', 'Task', 'plan_tasks',
-           'execute']
+           'find_recipes', 'default_run_dir', 'launch_state_dir', 'write_json', 'write_record', 'read_record',
+           'log_tail', 'pid_alive', 'Task', 'plan_tasks', 'execute']
 
 STATE_DIR = 'launch'
 STATES = ('pending', 'running', 'finished', 'unfinished', 'failed')
@@ -95,11 +95,13 @@ def default_run_dir(recipe: Path, output: Optional[str] = None, experiment: Opti
 
 # ------------------------------------------------------------------------------------------------- records
 
-def _state_dir(folder: Path) -> Path:
+def launch_state_dir(folder: Path) -> Path:
+    """Where `pkmixer launch` keeps a folder's lock, run records and logs (``FOLDER/launch``)."""
     return Path(folder) / STATE_DIR
 
 
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+def write_json(path: Path, data: Mapping[str, Any]) -> None:
+    """`data` as JSON at `path`, replaced whole (written beside it, then renamed: a reader never sees half)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
     tmp.write_text(json.dumps(data, indent=1) + '\n', encoding='utf-8')
@@ -110,7 +112,7 @@ def write_record(state_dir: Path, name: str, **fields: Any) -> None:
     """Update run `name`'s record (``runs/<name>.json``) with `fields` and the time."""
     path = Path(state_dir) / 'runs' / f'{name}.json'
     record = {**read_record(state_dir, name), **fields, 'time': time.time()}
-    _write_json(path, record)
+    write_json(path, record)
 
 
 def read_record(state_dir: Path, name: str) -> Dict[str, Any]:
@@ -182,12 +184,13 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
         seen[run_dir] = recipe
         argv = [*train_args, '--output', str(run_dir.parent), '--experiment', run_dir.name,
                 '--train-py', train_py_path, *(['--threads', str(threads)] if threads else [])]
-        tasks.append(Task(recipe.stem, str(recipe), str(run_dir), tuple(argv), str(_state_dir(folder)), executor,
+        tasks.append(Task(recipe.stem, str(recipe), str(run_dir), tuple(argv), str(launch_state_dir(folder)), executor,
                           nproc))
     return tasks
 
 
-def _tail(path: Path, lines: int = LOG_TAIL) -> List[str]:
+def log_tail(path: Path, lines: int = LOG_TAIL) -> List[str]:
+    """The last `lines` non-blank lines of a log (its last 16 KiB read); none if it cannot be read."""
     try:
         with open(path, 'rb') as f:
             f.seek(max(0, f.seek(0, 2) - 16384))

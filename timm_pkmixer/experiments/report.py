@@ -267,15 +267,19 @@ class _Building:
     groups: List[List[Run]] = field(default_factory=list)       # runs equal in every argument but the seed
     usable: List[Tuple[List[Run], Any, Dict[str, Any]]] = field(default_factory=list)  # (averaged, model, features)
     models: Dict[str, Any] = field(default_factory=dict)        # summarize() by (model, model_kwargs)
+    progress: Callable[[str], None] = lambda message: None       # a line per run read and per model built
 
 
 def _read_runs(b: _Building) -> None:
     """Every run under the paths (run folders, folders of them, epochs.csv files); folders that cannot be read."""
     for p in b.paths:
         if Path(p).is_file() and str(p).endswith('.csv'):
+            b.progress(f'reading {p}')
             b.report.runs += read_epochs_csv(Path(p))
             continue
-        for folder, name in find_runs([p]):
+        found = find_runs([p])
+        for i, (folder, name) in enumerate(found):
+            b.progress(f'{p}: reading run {i + 1}/{len(found)} ({name})')
             try:
                 b.report.runs.append(read_run(folder, name))
             except RunFileError as e:
@@ -293,7 +297,8 @@ def _group_by_configuration(b: _Building) -> None:
 
 def _list_runs_not_averaged(b: _Building) -> None:
     """Per group: every run if its model cannot be built here, else the runs a :data:`_LISTING_RULES` rule lists."""
-    for members in b.groups:
+    for i, members in enumerate(b.groups):
+        b.progress(f'group {i + 1}/{len(b.groups)}: describing {members[0].model} (built on the meta device)')
         description = _describe(members[0], b.models)
         if isinstance(description, Exception):
             b.report.listed += [Listed(r.name, 'no model', str(description)) for r in members]
@@ -352,13 +357,15 @@ _STEPS: Tuple[Callable[[_Building], None], ...] = (
     _name_the_experiment, _average_the_groups)
 
 
-def build_report(paths: Sequence[str], experiment: Optional[str] = None) -> Report:
+def build_report(paths: Sequence[str], experiment: Optional[str] = None,
+                 progress: Optional[Callable[[str], None]] = None) -> Report:
     """Read the runs under `paths` (run folders, folders holding them, or ``epochs.csv`` files of an earlier
     report) and group them by configuration (see the module docstring; the steps: :data:`_STEPS`).
 
     Args:
         paths: Where the runs are.
         experiment: One of :data:`EXPERIMENTS` to name the experiment; None infers it (:func:`infer_experiment`).
+        progress: Receives a line per run folder read and per group described; None: silent.
 
     Raises:
         InvalidArgumentError: `experiment` is unknown, or no run (folder with args.yaml) is found.
@@ -367,6 +374,8 @@ def build_report(paths: Sequence[str], experiment: Optional[str] = None) -> Repo
     if experiment is not None and experiment not in EXPERIMENTS:
         raise InvalidArgumentError(f'experiment must be one of {", ".join(EXPERIMENTS)}, got {experiment!r}')
     building = _Building(paths, experiment, Report(experiment=experiment or '', points=[]))
+    if progress is not None:
+        building.progress = progress
     for step in _STEPS:
         step(building)
     return building.report
@@ -388,8 +397,10 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def write_report(report: Report, out_dir: str, figures: bool = True) -> Tuple[List[Path], Optional[str]]:
-    """Write report.csv, report.md, epochs.csv and (with matplotlib) the figures into `out_dir`.
+def write_report(report: Report, out_dir: str, figures: bool = True,
+                 progress: Optional[Callable[[str], None]] = None) -> Tuple[List[Path], Optional[str]]:
+    """Write report.csv, report.md, epochs.csv and (with matplotlib) the figures into `out_dir`; `progress`
+    (optional) receives a line per figure drawn.
 
     Returns:
         (the files written, None or why the figures were not drawn). The tables need nothing beyond the base install.
@@ -427,7 +438,7 @@ def write_report(report: Report, out_dir: str, figures: bool = True) -> Tuple[Li
     if figures and report.points:
         try:
             from .figures import plot_report
-            written += plot_report(report, out)
+            written += plot_report(report, out, progress)
         except ImportError:
             skipped = f'{FIGURES_HINT}; report.csv and report.md are written, the figures are not'
     return written, skipped

@@ -409,16 +409,18 @@ def _check_options(kind: str, params: Mapping[str, Any], experiment: str, title:
             raise InvalidArgumentError(f'{option} does not apply to the {where} experiment ({refuses[option]})')
 
 
-def _check_points(points: Sequence[ExperimentPoint]) -> None:
+def _check_points(points: Sequence[ExperimentPoint], progress: Optional[Callable[[str], None]] = None) -> None:
     """Build every point's model on the meta device: an impossible point is refused, by name, before anything.
-    A configuration that built once is not built again (:data:`_BUILT`)."""
+    A configuration that built once is not built again (:data:`_BUILT`). `progress` gets a line per point built."""
     import timm
 
     from ..catalog import check_model_kwargs
-    for point in points:
+    for i, point in enumerate(points):
         key = (point.model, json.dumps(point.model_kwargs, sort_keys=True, default=repr))
         if key in _BUILT:
             continue
+        if progress is not None:
+            progress(f'point {i + 1}/{len(points)}: building {point.name} ({point.model}) on the meta device')
         try:
             names = (point.model, frozenset(point.model_kwargs))
             if names not in _ACCEPTED:  # the model takes these arguments (it builds a default model to know)
@@ -480,6 +482,7 @@ def plan_sweep(
         dims: Optional[Sequence[int]] = None,
         figure: Optional[str] = None,
         readings: Optional[Mapping[str, str]] = None,
+        progress: Optional[Callable[[str], None]] = None,
 ) -> SweepPlan:
     """The points, seeds and settings of a sweep (see the module docstring), every point checked to build. None
     means the figure's (or the experiment's) default; an option the experiment does not use is refused, by name.
@@ -497,6 +500,7 @@ def plan_sweep(
             ``# figure:`` line).
         readings: For a disagreement of the paper's text and tables, the reading to follow instead of the first
             (disagreement key → reading name, e.g. ``{'omega': 'text'}``; :attr:`Figure.disagreements`).
+        progress: Receives a line per point as it is checked (built on the meta device); None: silent.
     """
     path = resolve_recipe(recipe)
     base = load_recipe(path)
@@ -526,7 +530,7 @@ def plan_sweep(
     kwargs.update(user_kwargs)
     sw_kwargs = {k: v for r in used.values() for k, v in r.sw_kwargs.items()}
     points = PLANNERS[kind].build(_Sweep(base, params, kwargs, perms, omega, gamma, dims, sw_kwargs, title))
-    _check_points(points)
+    _check_points(points, progress)
     points, training, differs = _training(fig, used, base, points, path)
     settings = [seed_setting] + settings + (list(fig.model) if fig else []) + training
     if fig:
@@ -629,7 +633,8 @@ def write_sweep(recipe: str, out_dir: str, add: bool = False, log_wandb: bool = 
     The plan is :func:`plan_sweep`'s (every point checked to build before anything is written), so a sweep that
     ``explain`` shows is one this writes. A folder that already holds a sweep (or other YAML files) is refused
     unless `add`; even then no file is overwritten. `log_wandb`: every recipe logs to W&B (`wandb_project`),
-    grouped by the figure (else the experiment), tagged with its point and seed. Other arguments: :func:`plan_sweep`.
+    grouped by the figure (else the experiment), tagged with its point and seed. Other arguments (`progress`
+    among them): :func:`plan_sweep`.
     """
     plan = plan_sweep(recipe, **kwargs)
     out = Path(out_dir)

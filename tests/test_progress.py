@@ -1,0 +1,147 @@
+"""Progress: every command that can run longer than about ten seconds says on stderr what it is doing (a line per
+model, point, run, stage or batch of images) while stdout keeps only its results; the library takes a callback
+and, without one, is silent. The lines are compared whole, in order, so a step that stops reporting (or reports
+twice, or out of order) fails here."""
+from pathlib import Path
+
+import pytest
+import timm
+from PIL import Image
+from safetensors.torch import save_file
+
+import timm_pkmixer.experiments.datasets as datasets_module
+import timm_pkmixer.experiments.sweep as sweep_module
+from timm_pkmixer.catalog import list_pkmixer_models, models_near_omega
+from timm_pkmixer.experiments.datasets import export_image_folder
+from timm_pkmixer.experiments.report import build_report, write_report
+from timm_pkmixer.experiments.sweep import plan_sweep
+
+from conftest import command_messages
+from test_report import run_folder
+
+SMALL = 's_mixer_s64c64_32'
+
+
+@pytest.fixture
+def fresh_sweep_cache(monkeypatch):
+    """No point built before (the plan builds a configuration once per process)."""
+    monkeypatch.setattr(sweep_module, '_BUILT', set())
+    monkeypatch.setattr(sweep_module, '_ACCEPTED', set())
+
+
+@pytest.fixture
+def checkpoint(tmp_path) -> Path:
+    path = tmp_path / 'w.safetensors'
+    save_file(timm.create_model(SMALL, num_blocks=2).state_dict(), str(path))
+    return path
+
+
+def _runs(root: Path) -> Path:
+    """Four runs: two seeds of two depths (two groups)."""
+    for blocks in (2, 3):
+        for seed in (0, 1):
+            run_folder(root, f'depth{blocks}-seed{seed}', seed=seed, model_kwargs={'num_blocks': blocks})
+    return root
+
+
+def test_models_says_each_model_it_counts(cli):
+    names = [n for n in list_pkmixer_models() if 'ss8' in n]
+    code, out, err = cli('models', 'ss8')
+    assert code == 0 and len(names) >= 2
+    assert err.splitlines() == [f'{n} ({i + 1}/{len(names)}): counting parameters and MACs on the meta device'
+                                for i, n in enumerate(names)]
+    assert [line.split()[0] for line in out.splitlines()[1:]] == names  # stdout: the table only
+
+
+def test_sweep_says_each_point_it_builds(cli, tmp_path, fresh_sweep_cache):
+    plan = plan_sweep('cifar10/s_mixer_fig7', experiment='depth', seeds=[0])
+    sweep_module._BUILT.clear()
+    code, out, err = cli('sweep', 'cifar10/s_mixer_fig7', '--experiment', 'depth', '--seeds', '0', '--out-dir',
+                         tmp_path / 'sweep')
+    n = len(plan.points)
+    assert code == 0 and n >= 4
+    assert err.splitlines() == [f'point {i + 1}/{n}: building {p.name} ({p.model}) on the meta device'
+                                for i, p in enumerate(plan.points)]
+    assert out.splitlines()[0] == f'# {n} recipes in {tmp_path / "sweep"}; run each with (add --data-dir … where ' \
+                                  f'the data lives):'
+
+
+def test_report_says_each_run_it_reads_each_group_and_each_figure(cli, tmp_path):
+    root = _runs(tmp_path / 'runs')
+    code, out, err = cli('report', root, '--out-dir', tmp_path / 'report')
+    names = ['depth2-seed0', 'depth2-seed1', 'depth3-seed0', 'depth3-seed1']
+    assert code == 0
+    assert err.splitlines() == (
+        [f'{root}: reading run {i + 1}/4 ({name})' for i, name in enumerate(names)]
+        + [f'group {i + 1}/2: describing {SMALL} (built on the meta device)' for i in range(2)]
+        + ['drawing the figures of depth (2 points)'])
+    assert out.startswith('depth: 4 runs averaged in 2 groups')
+
+
+@pytest.mark.parametrize('command, stages', [
+    (['push', '--repo-id', 'org/name'],
+     ['reading {ckpt} (0 MiB)', f'building {SMALL} and loading the weights into it',
+      'writing model.safetensors, config.json and the model card into {out}']),
+    (['expand', '--factor', '2'],
+     ['reading {ckpt} (0 MiB)', f'building {SMALL} and loading the weights into it',
+      f'expanding {SMALL} 2× (32→64 px)', 'writing model.safetensors, config.json and the model card into {out}']),
+])
+def test_push_and_expand_say_each_stage(cli, tmp_path, checkpoint, command, stages):
+    out_dir = tmp_path / 'out'
+    code, out, err = cli(command[0], checkpoint, '--model', SMALL, '--model-kwargs', 'num_blocks=2', *command[1:],
+                         '--out-dir', out_dir)
+    assert code == 0
+    assert err.splitlines() == [s.format(ckpt=checkpoint, out=out_dir) for s in stages]
+    assert 'model.safetensors' in out and 'reading' not in out
+
+
+def test_push_says_what_it_did_before_the_error(cli, tmp_path, checkpoint):
+    """The error comes after the stages that ran, alone on its line; the stages not reached are not said."""
+    code, _, err = cli('push', checkpoint, '--model', 'rp_mixer_ss8_32', '--repo-id', 'org/name', '--out-dir',
+                       tmp_path / 'out')
+    assert code == 2
+    lines = err.splitlines()
+    assert lines[:2] == [f'reading {checkpoint} (0 MiB)', 'building rp_mixer_ss8_32 and loading the weights into it']
+    assert command_messages(err).startswith('pkmixer push: error: ') and not any('writing' in x for x in lines)
+
+
+def test_plot_width_says_each_model_it_reads(cli, tmp_path):
+    names = list_pkmixer_models()
+    code, out, err = cli('plot', 'width', '--omega', '290217984', '--out', tmp_path / 'w.png')
+    assert code == 0 and out == f'wrote {tmp_path / "w.png"}\n'
+    assert err.splitlines() == [f'{n} ({i + 1}/{len(names)}): reading its Ω on the meta device'
+                                for i, n in enumerate(names)]
+
+
+def test_the_library_reports_through_the_callback_only(tmp_path, capsys, fresh_sweep_cache):
+    """Each library entry point sends its lines to `progress` and prints nothing, with or without one."""
+    heard = []
+    plan = plan_sweep('cifar10/s_mixer_fig7', experiment='depth', seeds=[0], progress=heard.append)
+    assert heard == [f'point {i + 1}/{len(plan.points)}: building {p.name} ({p.model}) on the meta device'
+                     for i, p in enumerate(plan.points)]
+    sweep_module._BUILT.clear()
+    plan_sweep('cifar10/s_mixer_fig7', experiment='depth', seeds=[0])
+
+    heard = []
+    report = build_report([str(_runs(tmp_path / 'runs'))], progress=heard.append)
+    assert len(heard) == 6 and heard[0].endswith('reading run 1/4 (depth2-seed0)') and heard[-1].startswith('group 2/2')
+    heard = []
+    write_report(report, str(tmp_path / 'report'), progress=heard.append)
+    assert heard == ['drawing the figures of depth (2 points)']
+    build_report([str(tmp_path / 'runs')])
+    write_report(report, str(tmp_path / 'again'))
+
+    heard = []
+    near = models_near_omega(2 ** 18, progress=heard.append)
+    assert len(heard) == len(list_pkmixer_models()) and near == models_near_omega(2 ** 18)
+    assert capsys.readouterr() == ('', '')
+
+
+def test_image_export_says_every_thousand_images_and_the_last(tmp_path, monkeypatch):
+    """`pkmixer prepare-stl10` writes 13,000 PNG files: a line per PROGRESS_EVERY images (2 here) and at the end."""
+    monkeypatch.setattr(datasets_module, 'PROGRESS_EVERY', 2)
+    samples = [(Image.new('RGB', (8, 8)), i % 2) for i in range(5)]
+    heard = []
+    counts = export_image_folder(samples, ['a', 'b'], tmp_path / 'train', progress=heard.append)
+    assert counts == {'a': 3, 'b': 2}
+    assert heard == [f'{tmp_path / "train"}: {k}/5 images written' for k in (2, 4, 5)]
