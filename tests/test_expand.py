@@ -186,3 +186,27 @@ def test_c_cli_expand_with_a_huge_factor_exits_2_without_traceback(tmp_path, cap
     assert status == 2
     assert err.startswith('pkmixer expand: error: factor=1000000 ') and 'Traceback' not in err
     assert not (tmp_path / 'out').exists()
+
+
+@pytest.mark.parametrize('in_axis', [0, 1])
+@pytest.mark.parametrize('out_axis', [0, 1])
+def test_a_lifted_permutation_moves_each_tile_by_the_tiles_permutation(in_axis, out_axis):
+    """Tiling.lift against its definition, element by element: tile k's output (a, b) takes tile k's input
+    perm[a·q2 + b], each tile placed along its layout's tile axis; a permutation of the whole."""
+    from timm_pkmixer.layers.permutation import Tiling
+    tiles, (r1, r2), (q1, q2) = 4, (3, 5), (5, 3)
+    perm = torch.randperm(r1 * r2, generator=torch.Generator().manual_seed(0))
+    tiling = Tiling(tiles, (r1, r2), in_axis, (q1, q2), out_axis)
+
+    def flat(k, a, b, shape, axis):  # position of tile k's (a, b) in the expanded layout
+        rows, cols = shape
+        return (k * rows + a) * cols + b if axis == 0 else a * tiles * cols + k * cols + b
+
+    expected = torch.empty(tiles * r1 * r2, dtype=torch.long)
+    for k in range(tiles):
+        for o in range(q1 * q2):
+            p = int(perm[o])
+            expected[flat(k, o // q2, o % q2, (q1, q2), out_axis)] = flat(k, p // r2, p % r2, (r1, r2), in_axis)
+    lifted = tiling.lift(perm)
+    assert lifted.dtype == torch.long and torch.equal(lifted, expected)
+    assert torch.equal(lifted.sort().values, torch.arange(tiles * r1 * r2))

@@ -126,7 +126,7 @@ def expand_resolution(model: PKMixer, factor: int) -> PKMixer:
             continue
         src = source[name]
         if src.shape == value.shape:
-            new_state[name] = src.clone()
+            new_state[name] = src  # load_state_dict copies it: the original keeps its own
             continue
         grown = _block_diagonal(src, tiles)
         if grown.shape != value.shape:  # a bug, not a user error: the architectures disagree

@@ -92,21 +92,18 @@ class Tiling:
     out_shape: Tuple[int, int]    # per-tile output layout
     out_axis: int                 # the expanded output's tile axis
 
-    def _expand(self, k: torch.Tensor, idx: torch.Tensor, shape: Tuple[int, int], axis: int) -> torch.Tensor:
-        a, b = idx // shape[1], idx % shape[1]
-        if axis == 0:
-            return (k * shape[0] + a) * shape[1] + b
-        return a * (self.tiles * shape[1]) + k * shape[1] + b
-
     def lift(self, perm: torch.Tensor) -> torch.Tensor:
-        """The expanded permutation (int64) of a per-tile permutation `perm`."""
+        """The expanded permutation (int64) of a per-tile permutation `perm`: (tiles · m,)."""
         m = perm.numel()
-        k = torch.arange(self.tiles).repeat_interleave(m)
-        o = torch.arange(m).repeat(self.tiles)
-        lifted = torch.empty(self.tiles * m, dtype=torch.long)
-        lifted[self._expand(k, o, self.out_shape, self.out_axis)] = self._expand(k, perm.long()[o], self.in_shape,
-                                                                                self.in_axis)
-        return lifted
+        r2 = self.in_shape[1]
+        p = perm.long()
+        # flat input position of (tile k, per-tile position p) = base[p] + k · step
+        base, step = (p, m) if self.in_axis == 0 else ((p // r2) * (self.tiles * r2) + p % r2, r2)
+        sources = base + torch.arange(self.tiles).unsqueeze(1) * step  # (tiles, m): [k, o]
+        if self.out_axis == 0:  # output (k, o) sits at k · m + o
+            return sources.reshape(-1)
+        q1, q2 = self.out_shape  # output (k, (a, b)) sits at row a, segment k, column b
+        return sources.view(self.tiles, q1, q2).transpose(0, 1).reshape(-1)
 
 
 def _add(y: torch.Tensor, residual: Optional[torch.Tensor]) -> torch.Tensor:
