@@ -13,7 +13,7 @@ ImageFolder by `timm_pkmixer.experiments.datasets.write_digits_image_folder`, no
   thread each.
 
     python benchmarks/analyses/fig2_digits.py --train-py /path/to/timm/train.py --out OUT [--epochs 40] [--seeds 0 1] \
-        [--jobs 1]
+        [--jobs 1] [--only RUN ...]
 
 then, from the repository root,
 
@@ -77,6 +77,8 @@ def main() -> None:
     p.add_argument('--epochs', type=int, default=40)
     p.add_argument('--seeds', type=int, nargs='+', default=[0], help="train.py --seed values (default 0)")
     p.add_argument('--jobs', type=int, default=1, help='runs at a time, one thread each (default 1)')
+    p.add_argument('--only', nargs='+', default=None, metavar='RUN',
+                   help='train only these runs, e.g. mixer_s16c16_seed0 sw_mlp_n4_seed0 (default: every run)')
     args = p.parse_args()
 
     out = Path(args.out)
@@ -97,6 +99,10 @@ def main() -> None:
                 epochs=args.epochs, threads=1, jobs=args.jobs)
     train_meta = meta.setdefault('train', {})
     todo = {name: r for seed in args.seeds for name, r in recipes(args.epochs, seed).items()}
+    unknown = sorted(set(args.only or ()) - set(todo))
+    if unknown:
+        p.error(f'--only: no run {", ".join(unknown)} (the runs: {", ".join(todo)})')
+    todo = {name: r for name, r in todo.items() if args.only is None or name in args.only}
     for name, recipe in todo.items():
         path = out / 'recipes' / f'{name}.yaml'
         path.write_text(yaml.safe_dump(dict(recipe, experiment=name), sort_keys=False))
