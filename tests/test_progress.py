@@ -109,7 +109,7 @@ def test_plot_width_says_each_model_it_reads(cli, tmp_path):
     names = list_pkmixer_models()
     code, out, err = cli('plot', 'width', '--omega', '290217984', '--out', tmp_path / 'w.png')
     assert code == 0 and out == f'wrote {tmp_path / "w.png"}\n'
-    assert err.splitlines() == [f'{n} ({i + 1}/{len(names)}): reading its Ω on the meta device'
+    assert err.splitlines() == [f'{n} ({i + 1}/{len(names)}): counting parameters and MACs on the meta device'
                                 for i, n in enumerate(names)]
 
 

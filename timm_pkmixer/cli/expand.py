@@ -2,19 +2,18 @@
 images (MLP-Mixer App. C), written as a folder that timm loads with `local-dir:` (and the Hub with `hf-hub:`)."""
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from ..validation import cli_type, integer
 from ._common import add_command, add_model_options, in_flag_terms, progress
-from .push import HUB_FILES, PUBLISH_ARGUMENTS, read_and_build
+from .push import PUBLISH_ARGUMENTS, read_and_build, write_and_list
 
 __all__ = ['add_commands']
 
 
 def run(args: argparse.Namespace) -> int:
     from ..expand import expand_resolution
-    from ..publish.hub import check_repo_id, write_hub_folder
+    from ..publish.hub import check_repo_id
     with in_flag_terms(args, *PUBLISH_ARGUMENTS):
         repo_id = check_repo_id(args.repo_id or f'your-org/{Path(args.out_dir).name}')
     ckpt, model, build_kwargs = read_and_build(args)
@@ -30,13 +29,7 @@ def run(args: argparse.Namespace) -> int:
               'weights': Path(args.checkpoint).name, 'factor': f'{k} (images {h}×{w} → {k * h}×{k * w})',
               'how': how, 'exactness': f'on an image of {k}×{k} tiles of the original size, every tile gets exactly '
                                       f"the original model's tokens"}
-    progress(f'writing {HUB_FILES} into {args.out_dir}')
-    with in_flag_terms(args, *PUBLISH_ARGUMENTS):
-        folder = write_hub_folder(expanded, ckpt, args.out_dir, repo_id, license=args.license, expanded_from=origin)
-    for note in folder.notes:
-        print(f'note: {note}', file=sys.stderr)
-    for name in folder.files:
-        print(f'{(folder.path / name).stat().st_size:>12,d}  {name}')
+    folder = write_and_list(args, expanded, ckpt, args.out_dir, repo_id, args.out_dir, expanded_from=origin)
     params = (sum(p.numel() for p in model.parameters()), sum(p.numel() for p in expanded.parameters()))
     print(f'wrote {folder.path}: {args.model} expanded {k}× ({h}→{k * h} px), params {params[0] / 1e6:.2f}M → '
           f'{params[1] / 1e6:.2f}M; fine-tune with train.py --model local-dir:{folder.path} --pretrained')

@@ -41,7 +41,7 @@ def _read_utf8(path: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..catalog import list_pkmixer_models, summarize
+    from ..catalog import list_pkmixer_models, summarize_all
     document = None
     if args.update:  # refuse a bad document before computing the table
         if not args.markdown or args.filter:
@@ -52,10 +52,7 @@ def run(args: argparse.Namespace) -> int:
     names = [name for name in list_pkmixer_models() if not args.filter or args.filter in name]
     if not names:
         raise InvalidArgumentError(f'no registered model matches {args.filter!r}')
-    rows = []
-    for i, name in enumerate(names):
-        progress(f'{name} ({i + 1}/{len(names)}): counting parameters and MACs on the meta device')
-        rows.append(summarize(name).row())
+    rows = [summary.row() for summary in summarize_all(names, progress)]
     cols = list(rows[0])
     if document is not None:
         path.write_text(replace_table(document, markdown_table(rows), str(path)), encoding='utf-8')

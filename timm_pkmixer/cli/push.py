@@ -7,7 +7,7 @@ from typing import Any, Dict, Tuple
 
 from ._common import add_command, add_model_options, in_flag_terms, progress
 
-__all__ = ['add_commands', 'PUBLISH_ARGUMENTS', 'read_and_build', 'HUB_FILES']
+__all__ = ['add_commands', 'PUBLISH_ARGUMENTS', 'read_and_build', 'write_and_list']
 
 PUBLISH_ARGUMENTS = ('repo_id', 'use_ema', 'out_dir')  # the library's arguments these commands name as flags
 HUB_FILES = 'model.safetensors, config.json and the model card'
@@ -27,20 +27,31 @@ def read_and_build(args: argparse.Namespace) -> Tuple[Any, Any, Dict[str, Any]]:
     return ckpt, model, build_kwargs
 
 
+def write_and_list(args: argparse.Namespace, model: Any, ckpt: Any, out: str, repo_id: str, shown_as: str,
+                   **card: Any) -> Any:
+    """The Hub folder of `model` written into `out` (``publish.hub.write_hub_folder``, `card`: its model-card
+    arguments), as push and expand both end: saying so first (`out` as `shown_as`), then its notes on stderr and
+    its files with their sizes on stdout."""
+    from ..publish.hub import write_hub_folder
+    progress(f'writing {HUB_FILES} into {shown_as}')
+    with in_flag_terms(args, *PUBLISH_ARGUMENTS):
+        folder = write_hub_folder(model, ckpt, out, repo_id, license=args.license, **card)
+    for note in folder.notes:
+        print(f'note: {note}', file=sys.stderr)
+    for name in folder.files:
+        print(f'{(folder.path / name).stat().st_size:>12,d}  {name}')
+    return folder
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..publish.hub import check_repo_id, upload_to_hub, write_hub_folder
+    from ..publish.hub import check_repo_id, upload_to_hub
     with in_flag_terms(args, *PUBLISH_ARGUMENTS):
         check_repo_id(args.repo_id)
     ckpt, model, _ = read_and_build(args)
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out_dir or str(Path(tmp) / 'upload')
-        progress(f'writing {HUB_FILES} into {out if args.out_dir else "a temporary folder"}')
-        with in_flag_terms(args, *PUBLISH_ARGUMENTS):
-            folder = write_hub_folder(model, ckpt, out, args.repo_id, license=args.license, datasets=args.dataset)
-        for note in folder.notes:
-            print(f'note: {note}', file=sys.stderr)
-        for name in folder.files:
-            print(f'{(folder.path / name).stat().st_size:>12,d}  {name}')
+        folder = write_and_list(args, model, ckpt, out, args.repo_id, out if args.out_dir else 'a temporary folder',
+                                datasets=args.dataset)
         if args.out_dir:
             print(f'wrote {folder.path}; nothing uploaded (without --out-dir this goes to {args.repo_id})')
             return 0

@@ -267,7 +267,7 @@ class _Building:
     groups: List[List[Run]] = field(default_factory=list)       # runs equal in every argument but the seed
     usable: List[Tuple[List[Run], Any, Dict[str, Any]]] = field(default_factory=list)  # (averaged, model, features)
     models: Dict[str, Any] = field(default_factory=dict)        # summarize() by (model, model_kwargs)
-    progress: Callable[[str], None] = lambda message: None       # a line per run read and per model built
+    progress: Callable[[str], None] = lambda message: None       # a line per run read and per group described
 
 
 def _read_runs(b: _Building) -> None:
