@@ -58,7 +58,7 @@ def test_demo_reading_follows_its_numbers():
                  'of ±3.2 points on 300 validation images: no difference shown.'),
     (90.0, 97.0, 'trails the normal one by 7.0 points, beyond the noise of ±4.0 points on 300 validation images, in '
                  'one seed of a short run on this small task: a measurement, not a cause. Over 5 seeds and depths '
-                 '4-20 on the 8x8 digits, the committed depth study (benchmarks/paper_experiments_results/depth/'
+                 '4-20 on the 8x8 digits, the committed depth study (benchmarks/digits/paper_experiments_results/depth/'
                  'report.md) measured the RP S-Mixer ahead at every depth.'),
     (96.0, 95.0, 'matched or beat the normal one here (+1.0 points), within the noise of ±3.4 points'),
     (99.0, 85.0, 'matched or beat the normal one here (+14.0 points), beyond the noise of ±4.3 points'),

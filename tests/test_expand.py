@@ -13,8 +13,8 @@ from safetensors.torch import load_file, save_file
 from timm_pkmixer import CheckpointMismatchError, InvalidArgumentError, expand_resolution
 from timm_pkmixer.cli import main as pkmixer
 from timm_pkmixer.errors import ModelTooLargeError
-from timm_pkmixer.expand import expanded_model_args, tile_images, tile_tokens
 from timm_pkmixer.layers import FixedPermutation
+from timm_pkmixer.models.expand import expanded_model_args, tile_images, tile_tokens
 
 from conftest import command_messages, randomize_, run_python, small
 

@@ -1,8 +1,9 @@
 """The package's layout is its architecture: the model core (the package root, ``layers/``, ``models/``) imports
 nothing from the wings; the wings stand in layers — ``analysis/`` and ``distributed/`` on the core,
-``experiments/`` (recipes, train.py, sweeps, runs, report) above them, ``publish/`` (which publishes what a run
-made) above that — and import only downwards, never a sibling; ``cli/`` sits on top; and no two modules import
-each other, directly or around a loop. Read from the source with ``ast``, imports inside functions included."""
+``experiments/`` (recipes, train.py, sweeps, runs, report) above them, ``launch/`` (which runs a folder of recipes)
+and ``publish/`` (which publishes what a run made) above that — and import only downwards, never a sibling;
+``cli/`` sits on top; and no two modules import each other, directly or around a loop. Read from the source with
+``ast``, imports inside functions included."""
 import ast
 from pathlib import Path
 from typing import Dict, List, Set
@@ -10,8 +11,8 @@ from typing import Dict, List, Set
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / 'timm_pkmixer'
-WINGS = ('analysis', 'distributed', 'experiments', 'publish')
-RANK = {'core': 0, 'analysis': 1, 'distributed': 1, 'experiments': 2, 'publish': 3, 'cli': 4}
+WINGS = ('analysis', 'distributed', 'experiments', 'launch', 'publish')
+RANK = {'core': 0, 'analysis': 1, 'distributed': 1, 'experiments': 2, 'launch': 3, 'publish': 3, 'cli': 4}
 # the stable names that forward to a wing: the package's lazy public names, `python -m timm_pkmixer`, and the two
 # --device-modules names every recipe uses
 FACADES = {'timm_pkmixer', 'timm_pkmixer.__main__', 'timm_pkmixer.replica_check', 'timm_pkmixer.cpu_ddp'}
@@ -79,7 +80,8 @@ def test_every_import_goes_down_a_layer():
 @pytest.mark.parametrize('module,layer_name', [
     ('timm_pkmixer.layers.pk_layer', 'core'), ('timm_pkmixer.width', 'core'),
     ('timm_pkmixer.experiments.sweep', 'experiments'), ('timm_pkmixer.publish.hub', 'publish'),
-    ('timm_pkmixer.replica_check', 'facade'), ('timm_pkmixer.cli.train', 'cli')])
+    ('timm_pkmixer.launch.launcher', 'launch'), ('timm_pkmixer.replica_check', 'facade'),
+    ('timm_pkmixer.cli.train', 'cli')])
 def test_layers_are_read_from_the_folders(module, layer_name):
     assert module in _modules()
     assert layer(module) == layer_name

@@ -47,7 +47,7 @@ def test_wheel_carries_recipes_license_and_hook(dist, tmp_path):
 def test_sdist_carries_what_the_tests_use(dist):
     _, sdist = dist
     names = {n.split('/', 1)[1] for n in tarfile.open(sdist).getnames() if '/' in n}
-    assert {'LICENSE', 'README.md', 'pyproject.toml', 'benchmarks/width_trend.py', 'tests/mini_train_py.py',
+    assert {'LICENSE', 'README.md', 'pyproject.toml', 'benchmarks/digits/width_trend.py', 'tests/mini_train_py.py',
             'tests/conftest.py', 'tests/slurm/cluster.sh', 'train_recipes/train_py_args.txt',
             'docs/ARCHITECTURE.md'} <= names
     for test in (ROOT / 'tests').glob('*.py'):

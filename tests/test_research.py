@@ -287,8 +287,8 @@ def test_width_trend_benchmark_smoke(tmp_path):
     pytest.importorskip('sklearn')
     out = tmp_path / 'trend'
     proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, 'benchmarks', 'width_trend.py'), '--dims', '8', '16', '--seeds', '1',
-         '--epochs', '1', '--depth', '1', '--workers', '1', '--keep-runs', '--out', str(out)],
+        [sys.executable, os.path.join(ROOT, 'benchmarks', 'digits', 'width_trend.py'), '--dims', '8', '16',
+         '--seeds', '1', '--epochs', '1', '--depth', '1', '--workers', '1', '--keep-runs', '--out', str(out)],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     with open(out / 'runs.csv') as f:
@@ -316,7 +316,7 @@ def test_width_trend_benchmark_smoke(tmp_path):
 def test_square_channels_marks_where_c_equals_s():
     from timm_pkmixer.experiments.figures import square_channels
     assert square_channels([(16, 64), (32, 32), (64, 16)]) == 32.0
-    # the width sweep of benchmarks/paper_experiments.py: C = S lies between (S, C) = (83, 48) and (48, 83)
+    # the width sweep of benchmarks/digits/paper_experiments.py: C = S lies between (S, C) = (83, 48) and (48, 83)
     pairs = [(16, 173), (32, 113), (48, 83), (83, 48), (113, 32), (173, 16)]
     assert square_channels(pairs) == pytest.approx((48 * 83) ** 0.5)
     # an asymmetric pair of neighbours: the geometric mean of their √(S·C)

@@ -215,8 +215,8 @@ def test_launch_and_status_help_import_neither_torch_nor_submitit():
 
 
 def test_local_gpu_slots_and_torchrun_command():
-    from timm_pkmixer.experiments.executors import LocalExecutor
-    from timm_pkmixer.experiments.launch import Task
+    from timm_pkmixer.launch.executors import LocalExecutor
+    from timm_pkmixer.launch.tasks import Task
     slots = LocalExecutor(gpus='0,1,2,3', gpus_per_run=2, runs_per_gpu=2)._slots()
     assert slots == [dict(CUDA_VISIBLE_DEVICES='0,1')] * 2 + [dict(CUDA_VISIBLE_DEVICES='2,3')] * 2
     assert LocalExecutor(gpus='0,1', runs_per_gpu=3, workers=4)._slots() == \

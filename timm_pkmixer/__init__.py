@@ -27,7 +27,7 @@ from .errors import (
 _LAZY = {
     'ModelDescription': 'description', 'describe_mixer': 'description', 'describe_sw_mlp': 'description',
     'check_replicas': 'distributed', 'install_cpu_ddp': 'distributed', 'install_ddp_replica_check': 'distributed',
-    'expand_resolution': 'expand',
+    'expand_resolution': 'models.expand',
     'FixedPermutation': 'layers', 'MaskedLinear': 'layers', 'PKMlp': 'layers', 'SkipLayer': 'layers',
     'make_pk_mlp': 'layers',
     'PKMixer': 'models', 'PKMixerBlock': 'models', 'SparseBlock': 'models', 'SwMlp': 'models',

@@ -8,7 +8,7 @@ ImageFolder by `timm_pkmixer.experiments.datasets.write_digits_image_folder`, no
   its shape arguments overridden;
 * SW-MLPs: 6 MLP blocks of width m = 256, hidden γm = 512, density p = 2^-n (n = 0..8), the same per-patch FC
   (12 → 16, so S0·C = m and the input layer is the identity), `sw_mlp_o18_32` with its shape arguments overridden;
-* training as `benchmarks/paper_experiments.py`: AdamW lr 0.01, weight decay 0.05, cosine, 2 warm-up epochs,
+* training as `benchmarks/digits/paper_experiments.py`: AdamW lr 0.01, weight decay 0.05, cosine, 2 warm-up epochs,
   batch 128, no augmentation, EPOCHS epochs, the given train.py seeds, JOBS runs at a time (default one), one
   thread each.
 

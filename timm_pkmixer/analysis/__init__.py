@@ -19,30 +19,35 @@ take module outputs, which cannot see our branches (the skip connection is added
 bars and pulls in seaborn, tqdm and safetensors-saving code. torch-cka is unmaintained with an open NaN bug.
 The formulas here are tested against independent references (the feature-space form of linear CKA, and
 Song et al.'s U-statistic summed over all 4-tuples of distinct examples) and the invariances of CKA.
-"""
-from ..width_table import width_report
-from .cka import HsicAccumulator, gram, hsic_biased, hsic_unbiased, linear_cka
-from .compare import CkaMatrix, cka_matrix, random_batches
-from .cost import COST_SIZES, count_costs, table_s3
-from .features import capture_branches, mixing_branches
-from .spectra import (
-    FIG4_DIMS,
-    FIG4_TOKENS,
-    c_gamma,
-    effective_singular_values,
-    fig4_spectra,
-    fig_s1_spectra,
-    init_edge,
-    mixing_fc_layers,
-    mp_edge,
-    sparse_edge,
-    spectra_table,
-    top_singular_value,
-)
-from .weights import fig_s9_weights, paper_vec_order, pk_effective_weight
 
-__all__ = ['HsicAccumulator', 'gram', 'hsic_biased', 'hsic_unbiased', 'linear_cka', 'CkaMatrix', 'cka_matrix',
-           'random_batches', 'capture_branches', 'mixing_branches', 'FIG4_DIMS', 'FIG4_TOKENS', 'c_gamma',
-           'effective_singular_values', 'fig4_spectra', 'fig_s1_spectra', 'init_edge', 'mixing_fc_layers', 'mp_edge',
-           'sparse_edge', 'spectra_table', 'top_singular_value', 'fig_s9_weights', 'paper_vec_order',
-           'pk_effective_weight', 'width_report', 'COST_SIZES', 'count_costs', 'table_s3']
+The names below are imported on first use (PEP 562), so `width_table` (the arithmetic of `pkmixer width`) and
+`_matplotlib` (the plot extra) import neither torch nor timm.
+"""
+import importlib
+from typing import Any, List
+
+# module of this package -> the public names it defines (each imported on first access)
+_EXPORTS = {
+    'width_table': ('width_report',),
+    'cka': ('HsicAccumulator', 'gram', 'hsic_biased', 'hsic_unbiased', 'linear_cka'),
+    'compare': ('CkaMatrix', 'cka_matrix', 'random_batches'),
+    'cost': ('COST_SIZES', 'count_costs', 'table_s3'),
+    'features': ('capture_branches', 'mixing_branches'),
+    'spectra': ('FIG4_DIMS', 'FIG4_TOKENS', 'c_gamma', 'effective_singular_values', 'fig4_spectra', 'fig_s1_spectra',
+                'init_edge', 'mixing_fc_layers', 'mp_edge', 'sparse_edge', 'spectra_table', 'top_singular_value'),
+    'weights': ('fig_s9_weights', 'paper_vec_order', 'pk_effective_weight'),
+}
+_LAZY = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f'.{_LAZY[name]}', __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_LAZY))

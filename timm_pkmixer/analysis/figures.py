@@ -4,8 +4,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .._matplotlib import require_matplotlib
 from ..errors import InvalidArgumentError
+from ._matplotlib import require_matplotlib
 from .compare import CkaMatrix
 
 __all__ = ['plot_cka_matrix', 'plot_cka_vs_density', 'plot_fig4', 'plot_fig_s1', 'plot_layer_spectra']

@@ -7,9 +7,9 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .._matplotlib import require_matplotlib
 from ..catalog import ModelSummary
 from ..width import WidthPoint, optimal_width, tokens_for_omega
+from ._matplotlib import require_matplotlib
 
 __all__ = ['width_curve_data', 'plot_weights', 'plot_width']
 

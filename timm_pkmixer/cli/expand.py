@@ -12,7 +12,7 @@ __all__ = ['add_commands']
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..expand import expand_resolution
+    from ..models.expand import expand_resolution
     from ..publish.hub import check_repo_id
     with in_flag_terms(args, *PUBLISH_ARGUMENTS):
         repo_id = check_repo_id(args.repo_id or f'your-org/{Path(args.out_dir).name}')

@@ -25,7 +25,7 @@ def _flag(name: str) -> str:
 
 def _executor_options() -> Dict[str, Dict[str, Any]]:
     """{field name: {executors that take it, its argparse keywords}} over every executor's fields."""
-    from ..experiments.executors import EXECUTORS
+    from ..launch.executors import EXECUTORS
     options: Dict[str, Dict[str, Any]] = {}
     for name, cls in EXECUTORS.items():
         for f in dataclasses.fields(cls):
@@ -41,7 +41,7 @@ def _executor_options() -> Dict[str, Dict[str, Any]]:
 
 def _make_executor(args: argparse.Namespace) -> Any:
     from ..errors import InvalidArgumentError
-    from ..experiments.executors import EXECUTORS
+    from ..launch.executors import EXECUTORS
     cls = EXECUTORS[args.executor]
     taken = {f.name for f in dataclasses.fields(cls)}
     given = {name: getattr(args, name) for name in _executor_options() if hasattr(args, name)}
@@ -72,7 +72,8 @@ def _argv(args: argparse.Namespace, rest: List[str]) -> List[str]:
 def _background(args: argparse.Namespace, argv: List[str]) -> int:
     """`--no-wait` for an executor whose runs end with their launcher: the launch goes on in a background
     process (its output in DIR/launch/launcher.log); return once it holds the folder's lock."""
-    from ..experiments.launch import STATE_DIR, read_lock
+    from ..launch.lock import read_lock
+    from ..launch.tasks import STATE_DIR
     log_path = Path(args.dir) / STATE_DIR / 'launcher.log'
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, 'a', encoding='utf-8') as log:
@@ -95,7 +96,7 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..experiments.launch import launch
+    from ..launch.launcher import launch
     executor = _make_executor(args)
     rest = [a for a in args.rest if a != '--']
     names = tuple(_executor_options())
@@ -136,7 +137,7 @@ def threading_main() -> bool:
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    from ..experiments.executors import EXECUTORS
+    from ..launch.executors import EXECUTORS
     p = add_command(
         subparsers, 'launch', run, allow_abbrev=False,
         usage='%(prog)s DIR [--executor local|slurm] [options] [train.py arguments …]',

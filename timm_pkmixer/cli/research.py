@@ -67,7 +67,7 @@ def _check_width_flags(args: argparse.Namespace) -> None:
 
 
 def run_width(args: argparse.Namespace) -> int:
-    from ..width_table import width_report  # not analysis/: the arithmetic imports no torch
+    from ..analysis.width_table import width_report
     _check_width_flags(args)
     with in_flag_terms(args, *_WIDTH_ARGUMENTS):
         report = width_report(omega=args.omega, gamma=args.gamma, dims=args.C, patches=args.patch,
@@ -80,7 +80,7 @@ def run_width(args: argparse.Namespace) -> int:
 
 
 def _plot_weights(args: argparse.Namespace) -> None:
-    from .._matplotlib import require_matplotlib
+    from ..analysis._matplotlib import require_matplotlib
     from ..analysis.weights import fig_s9_weights
     from ..analysis.width_figures import plot_weights
     require_matplotlib()
@@ -88,7 +88,7 @@ def _plot_weights(args: argparse.Namespace) -> None:
 
 
 def _plot_width(args: argparse.Namespace) -> None:
-    from .._matplotlib import require_matplotlib
+    from ..analysis._matplotlib import require_matplotlib
     from ..analysis.width_figures import plot_width
     from ..catalog import models_near_omega, summarize
     from ..width import patch_sweep, width_curve
@@ -110,7 +110,7 @@ def _plot_width(args: argparse.Namespace) -> None:
 
 
 def _plot_run(args: argparse.Namespace) -> None:
-    from .._matplotlib import require_matplotlib
+    from ..analysis._matplotlib import require_matplotlib
     from ..experiments.figures import plot_runs
     require_matplotlib()
     plot_runs(args.summary, args.out, args.label)

@@ -10,7 +10,8 @@ __all__ = ['add_commands']
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..experiments.launch import STATES, read_status
+    from ..launch.launcher import read_status
+    from ..launch.tasks import STATES
     statuses = read_status(Path(args.dir))
     counts = Counter(s.state for s in statuses)
     if args.json:

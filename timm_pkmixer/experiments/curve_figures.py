@@ -11,7 +11,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._matplotlib import require_matplotlib
+from ..analysis._matplotlib import require_matplotlib
 from ..errors import InvalidArgumentError
 
 __all__ = ['CURVE_METRICS', 'min_max_band', 'plot_curve_bands']

@@ -210,7 +210,7 @@ def accuracy_noise(a: DemoResult, b: DemoResult) -> float:
     return 200. * math.sqrt(var)
 
 
-DEPTH_STUDY = 'benchmarks/paper_experiments_results/depth/report.md'  # the committed, measured comparison
+DEPTH_STUDY = 'benchmarks/digits/paper_experiments_results/depth/report.md'  # the committed, measured comparison
 
 
 def reading(rp: DemoResult, normal: DemoResult) -> str:

@@ -8,7 +8,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .._matplotlib import require_matplotlib
+from ..analysis._matplotlib import require_matplotlib
 from ..errors import InvalidArgumentError
 from .curve_figures import plot_curve_bands
 from .run_folder import RunFileError

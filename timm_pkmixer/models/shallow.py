@@ -262,7 +262,7 @@ def _cfg(size: int, structure: str, mean: float, std: float, **kwargs: Any) -> D
 
 
 _MNIST = dict(mean=0.1307, std=0.3081)  # MNIST's pixel mean and std (torchvision's usual values)
-_DIGITS = dict(mean=0.5, std=0.5)       # scikit-learn's 8×8 digits, as benchmarks/paper_experiments.py
+_DIGITS = dict(mean=0.5, std=0.5)       # scikit-learn's 8×8 digits, as benchmarks/digits/paper_experiments.py
 
 default_cfgs = generate_default_cfgs({
     'shallow_monarch_28': _cfg(28, 'monarch', **_MNIST),

@@ -25,11 +25,11 @@ from typing import Any, Dict, Tuple
 import torch
 import torch.nn as nn
 
-from .errors import InvalidArgumentError
-from .models import PKMixer, SwMlp
-from .models._common import TRAINING_ONLY_ARGS
-from .models.pk_mixer import MixerArgs
-from .validation import integer
+from ..errors import InvalidArgumentError
+from ..validation import integer
+from ._common import TRAINING_ONLY_ARGS
+from .pk_mixer import MixerArgs, PKMixer
+from .sw_mlp import SwMlp
 
 __all__ = ['architecture_args', 'expanded_record', 'expanded_model_args', 'expanded_pretrained_cfg',
            'check_expanded_size', 'expand_resolution', 'tile_images', 'tile_tokens']

@@ -7,8 +7,8 @@ Runs, each in a fresh process (``python -m timm_pkmixer …``), with the package
 (factor 2) of an RP Mixer-L/16 checkpoint (830 MB, written once). The time before the first line is mostly the
 import of torch and timm (about 5 s here), which no progress line can precede.
 
-    python benchmarks/progress_gaps.py                  # prints the table; --csv FILE writes it
-    python benchmarks/progress_gaps.py --model rp_mixer_s16_224 --runs 40
+    python benchmarks/harness/progress_gaps.py                  # prints the table; --csv FILE writes it
+    python benchmarks/harness/progress_gaps.py --model rp_mixer_s16_224 --runs 40
 """
 import argparse
 import csv

@@ -3,8 +3,8 @@
 An executor is a dataclass whose fields are its options (the command line makes ``--field-name`` flags of them,
 from each field's ``metadata``: ``help``, ``type``), with
 
-* ``start(tasks) -> Batch``: start every task (:class:`~timm_pkmixer.experiments.launch.Task`; each is run by
-  :func:`~timm_pkmixer.experiments.launch.execute`), and
+* ``start(tasks) -> Batch``: start every task (:class:`~timm_pkmixer.launch.tasks.Task`; each is run by
+  :func:`~timm_pkmixer.launch.tasks.execute`), and
 * ``holder_alive(record) -> bool``: whether the process or job named in a lock or run record is alive;
 
 and a :class:`Batch` with ``wait(on_end)`` (call ``on_end(task, exit status)`` as each task ends; ``None`` when
@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Set
 
 from ..validation import positive_int
-from .launch_tasks import LaunchError, Task, execute, pid_alive, write_record
+from .tasks import LaunchError, Task, execute, pid_alive, write_record
 
-__all__ = ['EXECUTORS', 'Batch', 'LocalExecutor', 'SlurmExecutor', 'SlurmTask', 'parse_gpus', 'parse_slurm_args',
-           'NO_SBATCH']
+__all__ = ['EXECUTORS', 'holder_alive', 'Batch', 'LocalExecutor', 'SlurmExecutor', 'SlurmTask', 'parse_gpus',
+           'parse_slurm_args', 'NO_SBATCH']
 
 OnEnd = Callable[[Task, Optional[int]], None]
 NO_SBATCH = ("--executor slurm: there is no `sbatch` on PATH. Run this on a machine where SLURM's client commands "
@@ -156,7 +156,7 @@ class LocalExecutor:
 
     def plan(self) -> Dict[str, Any]:
         """What `plan_tasks` needs: the processes per run and the CPU threads of each."""
-        from .threads import choose_threads
+        from ..experiments.threads import choose_threads
         slots = self._slots()
         threads, why = choose_threads(self.threads, processes=len(slots) * max(1, self.gpus_per_run))
         return dict(nproc=max(1, self.gpus_per_run), threads=threads, threads_why=why, slots=len(slots))
@@ -214,7 +214,7 @@ class _SlurmBatch(Batch):
         self.job, self.tasks, self.job_ids, self.poll_s = job, list(tasks), list(job_ids), poll_s
 
     def wait(self, on_end: OnEnd) -> None:
-        from .launch_tasks import read_record
+        from .tasks import read_record
         left = dict(zip(self.job_ids, self.tasks))
         while left:
             queued = _squeue(self.job)
@@ -309,3 +309,9 @@ class SlurmExecutor:
 
 
 EXECUTORS: Dict[str, Any] = {e.name: e for e in (LocalExecutor, SlurmExecutor)}
+
+
+def holder_alive(record: Mapping[str, Any]) -> bool:
+    """Whether the process or batch job in a lock or run record is alive (its executor says)."""
+    executor = EXECUTORS.get(record.get('executor', 'local'))
+    return executor.holder_alive(record) if executor else pid_alive(record.get('pid'), record.get('host'))

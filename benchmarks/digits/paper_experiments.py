@@ -19,9 +19,10 @@ placeholders for machine paths), wall and CPU time, and versions. The run folder
 (default: a temporary folder, deleted at the end; `--keep-work DIR` keeps them). The tables and figures regenerate
 from the epochs.csv files alone:
 
-    python benchmarks/paper_experiments.py --regenerate          # rewrites OUT/E/report.* and figures
-    python benchmarks/paper_experiments.py --train-py pytorch-image-models/train.py --out output/paper_cpu
-    python benchmarks/paper_experiments.py --train-py ... --out benchmarks/paper_experiments_results  # update
+    python benchmarks/digits/paper_experiments.py --regenerate          # rewrites OUT/E/report.* and figures
+    python benchmarks/digits/paper_experiments.py --train-py pytorch-image-models/train.py --out output/paper_cpu
+    python benchmarks/digits/paper_experiments.py --train-py ... \
+        --out benchmarks/digits/paper_experiments_results  # update
 """
 import argparse
 import concurrent.futures
@@ -140,7 +141,7 @@ def main() -> None:
              args.train_py: 'TRAIN_PY', shlex.join(_cli()): 'pkmixer'}
     base = dict(BASE, epochs=args.epochs)
     base_path = out / 'digits_s_mixer.yaml'
-    base_path.write_text('# Base recipe of benchmarks/paper_experiments.py: the S-Mixer setting on 8x8 digits.\n'
+    base_path.write_text('# Base recipe of benchmarks/digits/paper_experiments.py: the S-Mixer setting on 8x8 digits.\n'
                          + yaml.safe_dump(base, sort_keys=False))
     meta = json.loads((out / 'meta.json').read_text()) if (out / 'meta.json').is_file() else {}
     meta.update(python=platform.python_version(), cpu_count=os.cpu_count(), jobs=args.jobs, seeds=args.seeds,

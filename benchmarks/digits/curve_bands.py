@@ -1,11 +1,12 @@
 """Figs. S.6–S.8's form (mean loss curves with min–max bands over seeds) from a committed report's epochs.csv.
 
-No training: reads `benchmarks/paper_experiments_results/width/epochs.csv` (the CPU-scale Fig. 5 width sweep on the
-8×8 digits, five seeds per point) and writes `benchmarks/curve_bands/bands.csv` (point, metric, epoch, n, mean, min,
-max) and `width_bands.png` (test loss, train loss, test accuracy of the S-Mixers, normal solid, RP dashed). It shows
-the D.7 figure form on the committed runs; it is not Fig. S.6's setting (CIFAR-10, L = 8, lr 0.1, 600 epochs).
+No training: reads `benchmarks/digits/paper_experiments_results/width/epochs.csv` (the CPU-scale Fig. 5 width sweep
+on the 8×8 digits, five seeds per point) and writes `benchmarks/digits/curve_bands/bands.csv` (point, metric, epoch,
+n, mean, min, max) and `width_bands.png` (test loss, train loss, test accuracy of the S-Mixers, normal solid, RP
+dashed). It shows the D.7 figure form on the committed runs; it is not Fig. S.6's setting (CIFAR-10, L = 8, lr 0.1,
+600 epochs).
 
-    python benchmarks/curve_bands.py
+    python benchmarks/digits/curve_bands.py
 """
 import csv
 import re

@@ -4,11 +4,11 @@ Every figure is a ratio (or a throughput) measured in one process, side by side:
 repetitions that interleave the compared variants (the order reversed every other repetition), and
 medians. A ratio is the median of the per-repetition ratios, with its interquartile range.
 
-    python benchmarks/perf.py                      # everything, CPU fp32, at 1 thread and at all threads
-    python benchmarks/perf.py --quick              # fewer repetitions, smaller compile/construction cases
-    python benchmarks/perf.py --only op,step       # sections: op, step, memory, compile, construct
-    python benchmarks/perf.py --threads 1          # one thread count only (default: 1 and os.cpu_count())
-    python benchmarks/perf.py --device cuda --dtype bfloat16 --batch-size 128   # on a GPU (bf16 autocast)
+    python benchmarks/speed/perf.py                      # everything, CPU fp32, at 1 thread and at all threads
+    python benchmarks/speed/perf.py --quick              # fewer repetitions, smaller compile/construction cases
+    python benchmarks/speed/perf.py --only op,step       # sections: op, step, memory, compile, construct
+    python benchmarks/speed/perf.py --threads 1          # one thread count only (default: 1 and os.cpu_count())
+    python benchmarks/speed/perf.py --device cuda --dtype bfloat16 --batch-size 128   # on a GPU (bf16 autocast)
 
 Markdown tables go to stdout; ``--json PATH`` also writes the raw numbers with the environment.
 """

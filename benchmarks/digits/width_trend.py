@@ -11,12 +11,12 @@ Outputs in --out: runs.csv (one row per run: its configuration and final metrics
 per-epoch metrics with its configuration, long form: the runs' summary.csv files merged, then removed),
 table.md, width_trend.png, meta.json. `--replot` rebuilds table.md and the figure from runs.csv alone:
 
-    python benchmarks/width_trend.py --replot --out benchmarks/width_trend_results
+    python benchmarks/digits/width_trend.py --replot --out benchmarks/digits/width_trend_results
 
     pip install 'timm-pkmixer[research]'
-    python benchmarks/width_trend.py                       # defaults: ~15 min on an idle 2-core CPU, to output/
-    python benchmarks/width_trend.py --out benchmarks/width_trend_results   # update the committed results
-    python benchmarks/width_trend.py --seeds 1 --epochs 2  # smoke run
+    python benchmarks/digits/width_trend.py                       # defaults: ~15 min on an idle 2-core CPU, to output/
+    python benchmarks/digits/width_trend.py --out benchmarks/digits/width_trend_results   # update the committed results
+    python benchmarks/digits/width_trend.py --seeds 1 --epochs 2  # smoke run
 """
 import argparse
 import csv
@@ -219,7 +219,7 @@ def paired_summary(rows: List[Dict], pairs, widest) -> List[str]:
 def plot_trend(agg: List[Dict], omega: float, seeds: int, path: str) -> None:
     """Test error and test loss against C (log axis, C = S dashed), and the per-seed paired difference of the
     test loss from the widest pair against m, per family."""
-    from timm_pkmixer._matplotlib import require_matplotlib
+    from timm_pkmixer.analysis._matplotlib import require_matplotlib
     Figure = require_matplotlib()
     fig = Figure(figsize=(12, 3.8), layout='constrained')
     axes = fig.subplots(1, 3)
@@ -271,7 +271,7 @@ def main() -> None:
     parser.add_argument('--replot', action='store_true', help='no training: rebuild table and plot from runs.csv')
     parser.add_argument('--out', default=os.path.join('output', 'width_trend'),
                         help='output folder (default output/width_trend; the committed results are '
-                             'benchmarks/width_trend_results: pass that to update them)')
+                             'benchmarks/digits/width_trend_results: pass that to update them)')
     args = parser.parse_args()
 
     pairs = width_curve(args.omega, 1.0, args.dims, mirror=True)

@@ -1,12 +1,11 @@
 """`pkmixer launch` / `pkmixer status`: every recipe of a folder run through `pkmixer train`, each in its own
-process, by an executor (:mod:`timm_pkmixer.experiments.executors`: this machine, or SLURM through submitit).
+process, by an executor (:mod:`timm_pkmixer.launch.executors`: this machine, or SLURM through submitit).
 
 A folder of recipes is what `pkmixer sweep --out-dir DIR` writes (or any folder of train.py recipes, ``*.yaml``).
 Each recipe is one run; it lands where its ``output`` / ``experiment`` say, by default ``DIR/runs/<recipe name>``,
 so that `pkmixer report DIR/runs` reads them. The launcher keeps its own state in ``DIR/launch/``:
 
-* ``lock``: who is launching this folder (PID and host, and the SLURM job when there is one): a second launch of
-  the folder is refused while that holder is alive; a dead holder's lock is taken over.
+* ``lock``: who is launching this folder (:mod:`.lock`).
 * ``runs/<name>.json``: one record per run: its run folder, and its last state as the launcher saw it (queued,
   running, ended, failed — exit status > 0 — or interrupted — killed by a signal, as by ``scancel``), with the PID,
   host or SLURM job that runs it.
@@ -18,100 +17,25 @@ epoch train.py runs has its summary row. A relaunch skips finished runs, resumes
 reruns failed ones only when asked (``retry_failed``).
 """
 
-import json
-import os
-import socket
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .executors import EXECUTORS
-from .launch_tasks import (
-    STATE_DIR,
-    STATES,
+from .executors import holder_alive
+from .lock import acquire_lock, read_lock, release_lock, update_lock
+from .tasks import (
     LaunchError,
-    LaunchLockedError,
-    Progress,
     Task,
     default_run_dir,
-    execute,
     find_recipes,
     launch_state_dir,
     log_tail,
-    pid_alive,
     plan_tasks,
     read_record,
     run_progress,
-    write_json,
-    write_record,
 )
 
-__all__ = ['STATE_DIR', 'LaunchError', 'LaunchLockedError', 'Task', 'RunStatus', 'Progress', 'run_progress',
-           'find_recipes', 'default_run_dir', 'plan_tasks', 'read_status', 'execute', 'acquire_lock', 'release_lock',
-           'read_lock', 'update_lock', 'pid_alive', 'write_record', 'read_record', 'run_status', 'LaunchResult',
-           'launch', 'STATES', 'holder_alive']
-
-
-def holder_alive(record: Mapping[str, Any]) -> bool:
-    """Whether the process or batch job in a lock or run record is alive (its executor says)."""
-    executor = EXECUTORS.get(record.get('executor', 'local'))
-    return executor.holder_alive(record) if executor else pid_alive(record.get('pid'), record.get('host'))
-
-
-# ------------------------------------------------------------------------------------------------- lock
-
-def read_lock(folder: Path) -> Dict[str, Any]:
-    try:
-        return json.loads((launch_state_dir(folder) / 'lock').read_text(encoding='utf-8'))
-    except (OSError, ValueError):
-        return {}
-
-
-def _describe_holder(lock: Mapping[str, Any]) -> str:
-    job = f'SLURM job {lock["job"]} (`scancel {lock["job"]}` stops it)' if lock.get('job') else ''
-    if lock.get('pid') is None:
-        return job
-    return f'PID {lock.get("pid")} on {lock.get("host")}' + (f', {job}' if job else '')
-
-
-def acquire_lock(folder: Path, executor: str) -> Path:
-    """Take ``DIR/launch/lock`` for this process; a live holder's lock refuses (:class:`LaunchLockedError`), a
-    dead holder's is taken over."""
-    path = launch_state_dir(folder) / 'lock'
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mine = dict(pid=os.getpid(), host=socket.gethostname(), executor=executor, job=None, since=time.time())
-    for _ in range(3):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            held = read_lock(folder)
-            if held and holder_alive(held):
-                raise LaunchLockedError(f'{folder} is being launched already, by {_describe_holder(held)}; '
-                                        f'`pkmixer status {folder}` shows its runs') from None
-            try:
-                path.unlink()  # a dead holder's (or an unreadable) lock
-            except FileNotFoundError:
-                pass
-            continue
-        with os.fdopen(fd, 'w') as f:
-            json.dump(mine, f)
-        return path
-    raise LaunchLockedError(f'{folder}: could not take {path} (another launch keeps taking it)')
-
-
-def update_lock(folder: Path, **fields: Any) -> None:
-    """Add `fields` (the batch job) to this process's lock."""
-    lock = read_lock(folder)
-    if lock.get('pid') == os.getpid():
-        write_json(launch_state_dir(folder) / 'lock', {**lock, **fields})
-
-
-def release_lock(folder: Path) -> None:
-    """Remove the lock if this process holds it."""
-    lock = read_lock(folder)
-    if lock.get('pid') == os.getpid() and lock.get('host') == socket.gethostname():
-        (launch_state_dir(folder) / 'lock').unlink(missing_ok=True)
+__all__ = ['RunStatus', 'run_status', 'read_status', 'LaunchResult', 'launch']
 
 
 # ------------------------------------------------------------------------------------------------- status
@@ -199,7 +123,7 @@ def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py
            retry_failed: bool = False, wait: bool = True,
            on_end: Optional[Callable[[RunStatus, int, int], None]] = None) -> LaunchResult:
     """Run every recipe of `folder` that is not finished (nor failed, unless `retry_failed`) with `executor`
-    (an instance of an :data:`~timm_pkmixer.experiments.executors.EXECUTORS` class), `train_args` applying to
+    (an instance of an :data:`~timm_pkmixer.launch.executors.EXECUTORS` class), `train_args` applying to
     every run; with `wait`, return when all have ended, calling ``on_end(status, k, n)`` as the k-th of n ends.
 
     Raises :class:`LaunchLockedError` when the folder is being launched, :class:`LaunchError` for a folder, recipe

@@ -8,8 +8,8 @@ cross-entropy, backward, AdamW), as ratios measured in one process: warm-up, the
 the models (order reversed every other repetition), median of per-repetition ratios with the IQR; at 1 thread
 and at every thread count given.
 
-    python benchmarks/expand_resolution.py                 # Mixer-B/16 and an RP S-Mixer, 1 and 2 threads
-    python benchmarks/expand_resolution.py --reps 4 --threads 1
+    python benchmarks/speed/expand_resolution.py                 # Mixer-B/16 and an RP S-Mixer, 1 and 2 threads
+    python benchmarks/speed/expand_resolution.py --reps 4 --threads 1
 """
 import argparse
 import os

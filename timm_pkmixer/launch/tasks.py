@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import yaml
 
 from ..errors import UserInputError
-from .run_folder import load_yaml, run_state, yaml_reason
+from ..experiments.run_folder import load_yaml, run_state, yaml_reason
 
 __all__ = ['STATE_DIR', 'STATES', 'LOG_TAIL', 'LaunchError', 'LaunchLockedError', 'Progress', 'run_progress',
            'find_recipes', 'default_run_dir', 'launch_state_dir', 'write_json', 'write_record', 'read_record',
@@ -167,7 +167,7 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
     `train_args` go to every run; each run gets ``--output`` / ``--experiment`` (its run folder, see
     :func:`default_run_dir`; `train_args` may set them too), ``--train-py`` and, when given, ``--threads``.
     """
-    from .train_py import find_train_py, prepare_train
+    from ..experiments.train_py import find_train_py, prepare_train
     folder = Path(folder).absolute()
     recipes = find_recipes(folder)
     train_py_path = str(find_train_py(train_py).absolute())

@@ -6,8 +6,8 @@ and times the training steps of `perf.py` (`TrainStep`, batch 8) of both models 
 up steps each, then `--reps` steps, the order reversed every other repetition; medians), once per malloc setting and
 thread count, each in a fresh subprocess (the malloc setting is per process).
 
-    python benchmarks/page_faults.py                       # rp_mixer_s16_224 vs pk_mixer_s16_224, 1 and 2 threads
-    python benchmarks/page_faults.py --threads 2 --reps 20
+    python benchmarks/speed/page_faults.py                       # rp_mixer_s16_224 vs pk_mixer_s16_224, 1 and 2 threads
+    python benchmarks/speed/page_faults.py --threads 2 --reps 20
 """
 import argparse
 import json
@@ -24,7 +24,7 @@ KEEP_MAPPED = 'glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=
 def measure(normal: str, rp: str, threads: int, reps: int) -> dict:
     """Minor faults and seconds per training step of both models, interleaved in this process."""
     import torch
-    from perf import Bench, TrainStep, make_model, ratio  # benchmarks/perf.py: the same step and models
+    from perf import Bench, TrainStep, make_model, ratio  # benchmarks/speed/perf.py: the same step and models
 
     torch.set_num_threads(threads)
     b = Bench('cpu', 'float32', reps=reps, warmup=2)

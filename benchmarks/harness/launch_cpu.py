@@ -6,8 +6,8 @@ each round, trains all of them twice into fresh folders: once as the loop ``for 
 N`` (each worker its share of the idle cores); the order alternates between rounds. Runs use the stand-in train.py
 of the tests (tests/mini_train_py.py: timm's loader, optimizer and scheduler) unless TIMM_TRAIN_PY is set.
 
-    python benchmarks/launch_cpu.py                      # 8 runs, --workers 2, 2 rounds
-    python benchmarks/launch_cpu.py --runs 8 --workers 2 --rounds 2 --epochs 2
+    python benchmarks/harness/launch_cpu.py                      # 8 runs, --workers 2, 2 rounds
+    python benchmarks/harness/launch_cpu.py --runs 8 --workers 2 --rounds 2 --epochs 2
 """
 import argparse
 import os
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_data(root: Path, images: int) -> None:

@@ -1,6 +1,6 @@
 """matplotlib, the optional `plot` extra: every figure of the package asks for it here, so a missing install
 ends in one message that says what to install (timm-pkmixer is not on PyPI: its extra installs from a checkout)."""
-from .errors import MissingDependencyError
+from ..errors import MissingDependencyError
 
 __all__ = ['PLOT_EXTRA_HINT', 'require_matplotlib']
 

@@ -5,9 +5,9 @@ comes from `timm_pkmixer.width`, the functions the models use, or from the model
 re-exports it) so that the arithmetic modes import neither torch nor timm: only `models` does."""
 from typing import List, Optional
 
-from .errors import InvalidArgumentError
-from .validation import boolean
-from .width import WidthPoint, gamma_for_omega, mixer_omega, optimal_width, patch_sweep, width_curve
+from ..errors import InvalidArgumentError
+from ..validation import boolean
+from ..width import WidthPoint, gamma_for_omega, mixer_omega, optimal_width, patch_sweep, width_curve
 
 __all__ = ['width_report']
 
@@ -41,7 +41,7 @@ def width_report(
     if models:
         if any(v is not None for v in (omega, gamma, dims, patches, num_tokens)):
             raise InvalidArgumentError('models cannot be combined with omega, gamma, dims, patches or num_tokens')
-        from .catalog import summarize  # torch and timm: only for registered models
+        from ..catalog import summarize  # torch and timm: only for registered models
         return {'models': [summarize(name).as_dict() for name in models]}
     if num_tokens is not None:
         if not dims or len(dims) != 1 or patches:
