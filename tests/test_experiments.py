@@ -124,8 +124,8 @@ def test_every_setting_has_a_source_and_packaged_recipes_agree_with_their_figure
     for info in list_recipes():
         for key in recipe_figures(info.path):
             plan = plan_sweep(info.name, figure=key)
-            if info.dataset == 'fashion_mnist':  # not the paper's data: a CPU study, its shorter training flagged
-                assert [d.split(':')[0] for d in plan.differs] == ['epochs'], (info.name, key, plan.differs)
+            if info.dataset == 'fashion_mnist':  # not the paper's data: a CPU study; only its epochs may differ
+                assert {d.split(':')[0] for d in plan.differs} <= {'epochs'}, (info.name, key, plan.differs)
             else:
                 assert plan.differs == [], (info.name, key, plan.differs)
             assert all(s.source for s in plan.settings)
