@@ -32,7 +32,7 @@ from ..errors import InvalidArgumentError
 from ..validation import choice
 from ..width import patch_sweep, sw_mlp_width, tokens_for_omega, width_point
 from .recipes import load_recipe, resolve_recipe
-from .run_folder import SEED_RANGE, read_sweep_record
+from .run_folder import SEED_RANGE, PathLike, RunFileError
 from .sweep_tables import (
     CIFAR_SWEEP_PAIRS,
     DEPTHS,
@@ -55,7 +55,7 @@ from .train_py import WANDB_GROUP_LINE
 
 __all__ = ['EXPERIMENTS', 'SWEEP_RECORD', 'SWEEP_EXPLAINED', 'PLANNERS', 'ExperimentPoint', 'SweepPlan', 'Planner',
            'recipe_figures', 'gamma_points', 'plan_sweep', 'experiment_points', 'explain', 'figures_markdown',
-           'write_sweep', 'check_seeds']
+           'write_sweep', 'read_sweep_record', 'check_seeds']
 
 SWEEP_RECORD, SWEEP_EXPLAINED = 'sweep.json', 'SWEEP.md'  # not *.yaml: `for r in DIR/*.yaml` trains recipes only
 _FIGURE_LINE = re.compile(r'^#\s*figure:\s*(\S+)\s*$')
@@ -588,6 +588,25 @@ def figures_markdown() -> str:
                   + '; '.join(f'{r.name}: {r.says} ({r.source})' for r in d.readings)
                   + f'; the other: `--reading {d.key}={d.readings[1].name}` |' for d in fig.disagreements] + ['']
     return '\n'.join(lines)
+
+
+def read_sweep_record(path: PathLike) -> Dict[str, Any]:
+    """A sweep's ``sweep.json`` (``{"sweeps": [...]}``, as ``pkmixer sweep`` writes it).
+
+    Raises:
+        RunFileError: not JSON, or not an object whose ``sweeps`` is a list.
+    """
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text(encoding='utf-8'))
+    except json.JSONDecodeError as e:
+        raise RunFileError(f'{path}: not JSON ({e.msg} at line {e.lineno}, column {e.colno}); '
+                           f'`pkmixer sweep` writes it, move it away to start a new record') from None
+    except UnicodeDecodeError:
+        raise RunFileError(f'{path}: not JSON (not a text file)') from None
+    if not isinstance(record, dict) or not isinstance(record.get('sweeps', []), list):
+        raise RunFileError(f'{path}: not a sweep record (a JSON object with a list of sweeps)')
+    return record
 
 
 def _record(plan: SweepPlan, files: Dict[str, List[str]]) -> Dict[str, Any]:

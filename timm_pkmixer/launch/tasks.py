@@ -14,7 +14,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import yaml
 
 from ..errors import UserInputError
-from ..experiments.run_folder import load_yaml, run_state, yaml_reason
+from ..experiments.run_folder import run_state
+from ..experiments.safe_yaml import load_yaml, yaml_reason
 
 __all__ = ['STATE_DIR', 'STATES', 'LOG_TAIL', 'LaunchError', 'LaunchLockedError', 'Progress', 'run_progress',
            'find_recipes', 'default_run_dir', 'launch_state_dir', 'write_json', 'write_record', 'read_record',
