@@ -32,11 +32,13 @@ import yaml
 from ..errors import InvalidArgumentError
 from .safe_yaml import load_yaml, yaml_reason
 
-__all__ = ['ARGS_YAML', 'SUMMARY_CSV', 'RUN_ONLY_KEYS', 'SEED_MODEL_ARGS', 'SEED_RANGE', 'RUN_STATUSES',
+__all__ = ['ARGS_YAML', 'SUMMARY_CSV', 'CHECKPOINTS', 'RUN_ONLY_KEYS', 'SEED_MODEL_ARGS', 'SEED_RANGE', 'RUN_STATUSES',
            'PathLike', 'RunFileError', 'read_args_yaml', 'check_train_args', 'Summary', 'read_summary', 'row_problem',
-           'scheduled_epochs', 'Run', 'make_run', 'read_run', 'find_runs', 'RunState', 'run_state', 'epoch_ranges']
+           'scheduled_epochs', 'Run', 'make_run', 'read_run', 'find_runs', 'find_checkpoint', 'RunState', 'run_state',
+           'epoch_ranges']
 
 ARGS_YAML, SUMMARY_CSV = 'args.yaml', 'summary.csv'
+CHECKPOINTS = ('last.pth.tar', 'model_best.pth.tar')  # train.py's checkpoints of a run, the one taken first
 # args.yaml keys that say where or how a run was executed or logged, not what was trained
 RUN_ONLY_KEYS = ('seed', 'experiment', 'output', 'resume', 'no_resume_opt', 'start_epoch', 'log_interval',
                  'recovery_interval', 'checkpoint_hist', 'workers', 'pin_mem', 'device', 'local_rank',
@@ -336,6 +338,24 @@ def find_runs(paths: Sequence[PathLike]) -> List[Tuple[Path, str]]:
         else:
             found += [(a.parent, a.parent.relative_to(p).as_posix()) for a in sorted(p.rglob(ARGS_YAML))]
     return found
+
+
+def find_checkpoint(path: PathLike) -> Path:
+    """The checkpoint of a train.py run folder (the first of :data:`CHECKPOINTS` it holds), or `path` itself if it
+    is a file.
+
+    Raises:
+        FileNotFoundError: `path` does not exist, or is a folder that holds none of :data:`CHECKPOINTS`.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(2, 'no run folder or checkpoint', str(path))
+    if path.is_file():
+        return path
+    for name in CHECKPOINTS:
+        if (path / name).is_file():
+            return path / name
+    raise FileNotFoundError(2, f'a train.py run folder holds {" or ".join(CHECKPOINTS)}; none in', str(path))
 
 
 @dataclass(frozen=True)
