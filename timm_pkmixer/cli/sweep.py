@@ -55,8 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    from ..experiments.sweep import EXPERIMENTS
-    from ..experiments.sweep_tables import FIGURES
+    from ..experiments.sweep_tables import EXPERIMENTS, FIGURES
     p = add_command(subparsers, 'sweep', run,
                     help="write one train.py recipe per point (and seed) of one of the paper's experiments",
                     description="Write one train.py recipe per point and seed of one of the paper's experiments: "

@@ -53,7 +53,7 @@ from .sweep_tables import (
 )
 from .train_py import WANDB_GROUP_LINE
 
-__all__ = ['EXPERIMENTS', 'SWEEP_RECORD', 'SWEEP_EXPLAINED', 'PLANNERS', 'ExperimentPoint', 'SweepPlan', 'Planner',
+__all__ = ['SWEEP_RECORD', 'SWEEP_EXPLAINED', 'PLANNERS', 'ExperimentPoint', 'SweepPlan', 'Planner',
            'recipe_figures', 'gamma_points', 'plan_sweep', 'experiment_points', 'explain', 'figures_markdown',
            'write_sweep', 'read_sweep_record', 'check_seeds']
 
