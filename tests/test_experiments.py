@@ -195,6 +195,25 @@ def test_sweep_refuses_a_folder_with_another_sweep_unless_added_to(tmp_path, cap
     assert len(list(tmp_path.glob('*.yaml'))) == 10 + 10
 
 
+def test_a_sweep_record_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
+    """sweep.json records every sweep of the folder: adding one rewrites it. A write that stops half-way (a full
+    disk, a kill) leaves the record as it was and no partial file beside it."""
+    write_sweep('cifar10/s_mixer_fig7', str(tmp_path), experiment='depth', seeds=[0])
+    before = (tmp_path / 'sweep.json').read_bytes()
+    write_text = Path.write_text
+
+    def full_disk(self, data, *args, **kwargs):
+        if 'sweep.json' not in self.name:
+            return write_text(self, data, *args, **kwargs)
+        write_text(self, data[:len(data) // 2], *args, **kwargs)
+        raise OSError(28, 'No space left on device')
+    monkeypatch.setattr(Path, 'write_text', full_disk)
+    with pytest.raises(OSError, match='No space left on device'):
+        write_sweep('cifar10/s_mixer_fig7', str(tmp_path), add=True, experiment='rp-block', seeds=[0])
+    assert (tmp_path / 'sweep.json').read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if 'sweep.json' in p.name) == ['sweep.json']
+
+
 def test_depth_points_are_fig7():
     points = experiment_points('cifar10/s_mixer_fig7', 'depth')
     assert [(p.model_kwargs['num_blocks'], p.model_kwargs['permutation']) for p in points] == \

@@ -31,6 +31,7 @@ import yaml
 from ..errors import InvalidArgumentError
 from ..validation import choice
 from ..width import patch_sweep, sw_mlp_width, tokens_for_omega, width_point
+from .atomic_json import write_json
 from .recipes import load_recipe, resolve_recipe
 from .run_folder import SEED_RANGE, PathLike, RunFileError
 from .sweep_tables import (
@@ -681,8 +682,7 @@ def write_sweep(recipe: str, out_dir: str, add: bool = False, log_wandb: bool = 
             target.write_text(header + yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding='utf-8')
             paths.append(target)
     sweeps = record.get('sweeps', []) + [_record(plan, names)]
-    record_path.write_text(json.dumps({'sweeps': sweeps}, indent=1, ensure_ascii=False, default=str) + '\n',
-                           encoding='utf-8')
+    write_json(record_path, {'sweeps': sweeps}, ensure_ascii=False, default=str)
     explained = out / SWEEP_EXPLAINED
     previous = explained.read_text(encoding='utf-8') + '\n' if explained.is_file() else ''
     explained.write_text(previous + explain(plan), encoding='utf-8')
