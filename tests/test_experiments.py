@@ -50,7 +50,9 @@ def test_recipes_are_listed_by_name_with_dataset_model_and_section(capsys):
         resolve_recipe('rp_mixer_b_w')
     assert pkmixer(['recipes', 'fig7']) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ['name', 'dataset', 'model', 'paper'] and len(lines) == 4
+    assert lines[0].split() == ['name', 'dataset', 'model', 'paper']
+    assert [line.split()[0] for line in lines[1:]] == ['cifar10/s_mixer_fig7', 'cifar100/s_mixer_fig7',
+                                                       'fashion_mnist/s_mixer_fig7', 'stl10/s_mixer_fig7']
 
 
 def test_fig7_recipes_say_which_d5_setting_they_follow():
@@ -122,7 +124,10 @@ def test_every_setting_has_a_source_and_packaged_recipes_agree_with_their_figure
     for info in list_recipes():
         for key in recipe_figures(info.path):
             plan = plan_sweep(info.name, figure=key)
-            assert plan.differs == [], (info.name, key, plan.differs)
+            if info.dataset == 'fashion_mnist':  # not the paper's data: a CPU study, its shorter training flagged
+                assert [d.split(':')[0] for d in plan.differs] == ['epochs'], (info.name, key, plan.differs)
+            else:
+                assert plan.differs == [], (info.name, key, plan.differs)
             assert all(s.source for s in plan.settings)
     gamma = plan_sweep('cifar10/s_mixer_fig5', 'gamma')
     omega = next(s for s in gamma.settings if s.name == 'Ω')

@@ -1,4 +1,5 @@
-"""`pkmixer prepare-stl10 DIR`: STL-10 as an ImageFolder for train.py (timm has no ``torch/stl10``)."""
+"""`pkmixer prepare-stl10 DIR` (STL-10 as an ImageFolder) and `pkmixer prepare-fashion-mnist DIR` (Fashion-MNIST in
+the layout timm's ``torch/fashion_mnist`` reads)."""
 import argparse
 from pathlib import Path
 
@@ -7,7 +8,7 @@ from ._common import add_command, progress
 __all__ = ['add_commands']
 
 
-def run(args: argparse.Namespace) -> int:
+def run_stl10(args: argparse.Namespace) -> int:
     from ..experiments.datasets import prepare_stl10
     counts = prepare_stl10(args.out_dir, args.download_root or str(Path(args.out_dir) / 'raw'), progress=progress)
     for folder, per_class in counts.items():
@@ -15,9 +16,32 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_fashion_mnist(args: argparse.Namespace) -> int:
+    from ..experiments.fashion_mnist import fashion_mnist_raw_dir, prepare_fashion_mnist
+    prepared = prepare_fashion_mnist(args.out_dir, args.source, download=not args.no_download)
+    origin = {'debian': "Debian's dataset-fashion-mnist", 'folder': 'the folder', 'already prepared': 'checked in',
+              'torchvision download': "torchvision's download from"}[prepared.source]
+    print(f'{fashion_mnist_raw_dir(prepared.root)}: Fashion-MNIST, {prepared.counts["train"]} train and '
+          f'{prepared.counts["test"]} test images, 10 classes ({origin} {prepared.origin})')
+    print(f'train on it with: pkmixer train fashion_mnist/s_mixer_fig7 --data-dir {prepared.root}')
+    return 0
+
+
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    p = add_command(subparsers, 'prepare-stl10', run,
+    p = add_command(subparsers, 'prepare-stl10', run_stl10,
                     help='download STL-10 and write it as an ImageFolder for train.py',
                     description='Download STL-10 (torchvision) and write it as an ImageFolder for train.py.')
     p.add_argument('out_dir', help='output folder (gets train/ and validation/)')
     p.add_argument('--download-root', default=None, help='where torchvision keeps the archive (default: OUT_DIR/raw)')
+    p = add_command(subparsers, 'prepare-fashion-mnist', run_fashion_mnist,
+                    help="write Fashion-MNIST where timm's torch/fashion_mnist reads it (Debian's copy, or download)",
+                    description="Write Fashion-MNIST into OUT_DIR/FashionMNIST/raw, the layout torchvision's "
+                                "FashionMNIST (timm's --dataset torch/fashion_mnist) reads with --data-dir OUT_DIR: "
+                                "from Debian's dataset-fashion-mnist when it is installed (/usr/share/datasets/"
+                                "fashion-mnist), else from --source, else by torchvision's download. Every file is "
+                                'checked (IDX header, size, labels, class counts); a folder already prepared is '
+                                'checked and kept.')
+    p.add_argument('out_dir', help="the dataset root: train.py's --data-dir")
+    p.add_argument('--source', default=None,
+                   help='a folder holding the four upstream .gz files (default: Debian\'s, when installed)')
+    p.add_argument('--no-download', action='store_true', help="never download (fail if there is no local copy)")

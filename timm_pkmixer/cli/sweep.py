@@ -29,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         options = dict(experiment=args.experiment, permutations=args.permutation, seeds=args.seeds, omega=args.omega,
                        model_kwargs=args.model_kwargs, gamma=args.gamma, dims=args.dims, figure=args.figure,
-                       readings=_readings(args.reading), progress=progress)
+                       readings=_readings(args.reading), progress=progress, depths=args.depths,
+                       densities=args.densities)
         if args.explain:
             print(explain(plan_sweep(args.recipe, **options)), end='')
             if not args.out_dir:
@@ -44,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
         message = str(e)
         for name, flag in (('add=True', '--add'), ('model_kwargs', '--model-kwargs'), ('permutations', '--permutation'),
                            ('out_dir', '--out-dir'), ('seeds', '--seeds'), ('omega', '--omega'), ('gamma', '--gamma'),
-                           ('dims', '--dims'), ('figure', '--figure'), ('readings', '--reading')):
+                           ('dims', '--dims'), ('figure', '--figure'), ('readings', '--reading'),
+                           ('depths', '--depths'), ('densities', '--densities')):
             message = re.sub(rf"(?<![\w'-]){re.escape(name)}(?![\w'])", flag, message)
         raise InvalidArgumentError(message) from e
     print(f'# {len(paths)} recipes in {args.out_dir}; run each with (add --data-dir … where the data lives):')
@@ -60,7 +62,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                     help="write one train.py recipe per point (and seed) of one of the paper's experiments",
                     description="Write one train.py recipe per point and seed of one of the paper's experiments: "
                                 'width (Fig. 4 left, 5, 6, S.1 left, S.2, S.6, S.7, S.8), depth (Fig. 7), rp-block '
-                                '(Fig. S.4), gamma (Fig. S.3), patch (Fig. S.5). The figure comes from the recipe\'s '
+                                '(Fig. S.4), gamma (Fig. S.3), patch (Fig. S.5), density (Fig. 2: SW-MLPs of '
+                                "density p at a Mixer's width), seeds (the base recipe's model alone, with its RP "
+                                'twin for a Mixer: Fig. 2 (d)). The figure comes from the recipe\'s '
                                 '`# figure:` lines or --figure; --explain lists every setting with its value and '
                                 'source, and where the paper disagrees with itself (--reading picks the other).')
     p.add_argument('recipe', help='base recipe: a file or a packaged name, e.g. cifar10/s_mixer_fig7')
@@ -80,7 +84,11 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                    help='Ω of a width sweep at a choice of Ω (C.4 pairs: 2^18, 2^21, 2^27; D.2) or of the gamma sweep')
     p.add_argument('--gamma', type=POSITIVE_REAL, default=None, help='γ of an MLP-Mixer width sweep (D.2; Fig. 4)')
     p.add_argument('--dims', type=POSITIVE_INT, nargs='+', default=None,
-                   help='channels C of an MLP-Mixer width sweep or of Fig. S.6')
+                   help='channels C of a width sweep of Mixers (S from Ω: eq. 14, S.42), e.g. Fig. 5 at C = 4 16 64')
+    p.add_argument('--depths', type=POSITIVE_INT, nargs='+', default=None,
+                   help='depths L of the depth experiment (default Fig. 7\'s 4 8 12 16 20)')
+    p.add_argument('--densities', type=float, nargs='+', default=None,
+                   help="densities p in (0, 1] of a sweep's SW-MLPs (Figs. 2, 4, 5, S.1; default the figure's)")
     p.add_argument('--reading', nargs='+', default=None, metavar='KEY=NAME',
                    help='where the paper\'s text and tables disagree, follow the other reading (e.g. omega=text, '
                         'sw-block=c1); --explain lists each disagreement with both readings and their sources')

@@ -38,6 +38,7 @@ from .sweep_tables import (
     CIFAR_SWEEP_PAIRS,
     DEPTHS,
     EXPERIMENTS,
+    FIG2_DENSITIES,
     FIGS2_OMEGA,
     FIGURES,
     GAMMA_OMEGA,
@@ -106,6 +107,9 @@ class _Sweep:
     dims: Optional[Sequence[int]]
     sw_kwargs: Dict[str, Any]
     title: str
+    depths: Optional[Sequence[int]] = None
+    densities: Optional[Sequence[float]] = None
+    perms_given: bool = False
 
 
 def recipe_figures(path: Path) -> List[str]:
@@ -159,16 +163,17 @@ def _mixer(sw: _Sweep, experiment: str, name: str, model: str, perm: str, mk: Di
                            coords=dict(coords, permutation=perm))
 
 
-def _sw_mlp(sw: _Sweep, name: str, mk: Dict[str, Any], coords: Dict[str, Any]) -> ExperimentPoint:
+def _sw_mlp(sw: _Sweep, name: str, mk: Dict[str, Any], coords: Dict[str, Any],
+            experiment: str = 'width') -> ExperimentPoint:
     shared = {k: v for k, v in sw.kwargs.items() if k in _SHARED_WITH_SW_MLP}
-    return ExperimentPoint('width', name, _SW_MODEL, {**shared, **mk, **sw.sw_kwargs}, seeded='mask_seed',
+    return ExperimentPoint(experiment, name, _SW_MODEL, {**shared, **mk, **sw.sw_kwargs}, seeded='mask_seed',
                            coords=coords)
 
 
 def _sw_arm(sw: _Sweep, arm: Mapping[str, Any], omega: float, gamma: Optional[float]) -> List[ExperimentPoint]:
-    """SW-MLPs at the arm's densities p, m = √(Ω/(γp)) (eq. S.43; D.2)."""
+    """SW-MLPs at the arm's densities p (or the sweep's `densities`), m = √(Ω/(γp)) (eq. S.43; D.2)."""
     points = []
-    for p in arm['densities']:
+    for p in sw.densities or arm['densities']:
         m = sw_mlp_width(omega, p, gamma or 1.0)
         mk = dict(num_blocks=arm['num_blocks'], density=p, omega=omega, **({'gamma': gamma} if gamma else {}))
         points.append(_sw_mlp(sw, f'sw_mlp_p{p:.4g}_m{m}', mk,
@@ -193,14 +198,19 @@ def _paired_sw(sw: _Sweep, mixers: Sequence[Tuple[int, int]], omega: float, gamm
 
 
 def _plan_pairs(sw: _Sweep) -> List[ExperimentPoint]:
-    """S-Mixers at C.4's printed (C, S) pairs of Ω; the SW-MLP arm at the arm's own Ω only (C.4 (ii))."""
+    """S-Mixers at C.4's printed (C, S) pairs of Ω, or at C ∈ `dims` with S = round(S(C)) at Ω (eq. S.42); the
+    SW-MLP arm at the arm's own Ω only (C.4 (ii))."""
     omega = sw.params['omega'] if sw.omega is None else sw.omega
-    if omega not in CIFAR_SWEEP_PAIRS:
+    if sw.dims:
+        pairs: Sequence[Tuple[int, int]] = [(c, round(tokens_for_omega(c, omega, 1.0))) for c in sw.dims]
+    elif omega in CIFAR_SWEEP_PAIRS:
+        pairs = CIFAR_SWEEP_PAIRS[omega]
+    else:
         raise InvalidArgumentError(f'omega: the paper lists (C, S) pairs for Ω in {sorted(CIFAR_SWEEP_PAIRS)}, not '
-                                   f'{omega} (C.4)')
+                                   f'{omega} (C.4); give dims to choose C at this Ω')
     points = [_mixer(sw, 'width', f'width_c{c}_s{s}', sw.base['model'], perm, dict(num_tokens=s, embed_dim=c),
                      dict(C=c, S=s, omega=omega))
-              for perm in sw.perms for c, s in CIFAR_SWEEP_PAIRS[omega]]
+              for perm in sw.perms for c, s in pairs]
     arm = sw.params.get('sw_mlp')
     if arm and omega == arm['omega']:
         points += _sw_arm(sw, arm, arm['omega'], None if arm['gamma'] == 1.0 else arm['gamma'])
@@ -218,6 +228,9 @@ def _plan_dims(sw: _Sweep) -> List[ExperimentPoint]:
                      dict(num_tokens=s, embed_dim=c, gamma=gamma, mlp_ratio=None), dict(C=c, S=s, omega=omega))
               for perm in sw.perms for c, s in pairs]
     arm = sw.params.get('sw_mlp')
+    if arm and arm.get('paired') and sw.densities:
+        raise InvalidArgumentError(f'densities do not apply to {sw.title}: its SW-MLPs are paired with its Mixers, '
+                                   f'p = Ω/(γm²) (eq. 13)')
     if arm and arm.get('paired'):
         points += _paired_sw(sw, pairs, omega, gamma, arm['num_blocks'])
     elif arm:
@@ -283,7 +296,37 @@ def _plan_depth(sw: _Sweep) -> List[ExperimentPoint]:
     """Fig. 7: the base model at each depth L (S and C fixed)."""
     return [_mixer(sw, 'depth', f'depth_L{depth}', sw.base['model'], perm, dict(num_blocks=depth), dict(L=depth),
                    skip_layer=False)
-            for perm in sw.perms for depth in sw.params.get('depths', DEPTHS)]
+            for perm in sw.perms for depth in (sw.depths or sw.params.get('depths', DEPTHS))]
+
+
+def _plan_density(sw: _Sweep) -> List[ExperimentPoint]:
+    """Fig. 2 (C.1): the base MLP-Mixer (L, γ, S, C) and SW-MLPs at its width m = S·C and hidden width γm, of
+    density p each, with one SW-MLP block per token and channel MLP (2L blocks) and the Mixer's per-patch FC."""
+    model = sw.base['model']
+    _require_mlp_mixer(model, sw.kwargs, 'Fig. 2\'s density sweep')
+    d = _summary(model, sw.kwargs)
+    points = [_mixer(sw, 'density', f'mixer_s{d.num_tokens}c{d.dim}', model, perm, {},
+                     dict(C=d.dim, S=d.num_tokens, density=d.density, width=d.width), skip_layer=False)
+              for perm in sw.perms]
+    for p in sw.densities or sw.params['densities']:
+        mk = dict(embed_dim=d.dim, num_blocks=2 * d.depth, width=d.width, density=p, gamma=d.gamma)
+        points.append(_sw_mlp(sw, f'sw_mlp_p{p:.4g}_m{d.width}', mk,
+                              dict(C=d.dim, S=d.num_tokens, density=p, width=d.width, hidden=round(d.gamma * d.width)),
+                              experiment='density'))
+    return points
+
+
+def _plan_seeds(sw: _Sweep) -> List[ExperimentPoint]:
+    """The base recipe's model as it is, once per seed: a Mixer as each of the permutations, any other model
+    (the shallow MLPs of Fig. 2 (d), an SW-MLP) alone."""
+    model = sw.base['model']
+    d = _summary(model, sw.kwargs)
+    if d.block_type in ('mlp', 'fc'):
+        return [_mixer(sw, 'seeds', model, model, perm, {}, {}, skip_layer=False) for perm in sw.perms]
+    if sw.perms_given:
+        raise InvalidArgumentError(f'permutations: {model} ({d.family}) has no permutation to choose')
+    return [ExperimentPoint('seeds', model, model, dict(sw.kwargs), seeded='mask_seed' if d.block_type == 'sparse'
+                            else '', coords={})]
 
 
 def _plan_rp_block(sw: _Sweep) -> List[ExperimentPoint]:
@@ -320,19 +363,26 @@ class Planner:
 
 _NO_OMEGA = 'its points do not vary Ω'
 _NO_GAMMA = 'γ is set by an MLP-Mixer width sweep (D.2, Fig. 4) or an SW-MLP sweep (Fig. S.1) only'
-_NO_DIMS = 'C is chosen by dims in an MLP-Mixer width sweep or Fig. S.6 only'
+_NO_DIMS = 'C is chosen by dims in a width sweep of Mixers (Figs. 4, 5, S.2, S.6, S.7, S.8) only'
+_NO_DEPTHS = 'L is chosen by depths in the depth experiment (Fig. 7) only'
+_NO_DENSITIES = 'p is chosen by densities where a sweep has SW-MLPs (Figs. 2, 4, 5, S.1) only'
+_FIXED = dict(omega=_NO_OMEGA, gamma=_NO_GAMMA, dims=_NO_DIMS, depths=_NO_DEPTHS, densities=_NO_DENSITIES)
 PLANNERS: Dict[str, Planner] = {
-    'pairs': Planner(_plan_pairs, dict(gamma=_NO_GAMMA, dims=_NO_DIMS)),
-    'dims': Planner(_plan_dims, {}),
-    'dims_fc': Planner(_plan_dims_fc, dict(omega="its Ω is the figure's", gamma=_NO_GAMMA)),
-    'imagenet': Planner(_plan_imagenet, dict(gamma=_NO_GAMMA, dims=_NO_DIMS)),
-    'sw': Planner(_plan_sw, dict(dims=_NO_DIMS, permutations='its points are SW-MLPs, which have no permutation')),
-    'gamma': Planner(_plan_gamma, dict(gamma=_NO_GAMMA, dims=_NO_DIMS)),
-    'depth': Planner(_plan_depth, dict(omega=_NO_OMEGA, gamma=_NO_GAMMA, dims=_NO_DIMS)),
+    'pairs': Planner(_plan_pairs, dict(gamma=_NO_GAMMA, depths=_NO_DEPTHS)),
+    'dims': Planner(_plan_dims, dict(depths=_NO_DEPTHS)),
+    'dims_fc': Planner(_plan_dims_fc, dict(omega="its Ω is the figure's", gamma=_NO_GAMMA, depths=_NO_DEPTHS,
+                                           densities=_NO_DENSITIES)),
+    'imagenet': Planner(_plan_imagenet, dict(gamma=_NO_GAMMA, dims=_NO_DIMS, depths=_NO_DEPTHS,
+                                             densities=_NO_DENSITIES)),
+    'sw': Planner(_plan_sw, dict(dims=_NO_DIMS, depths=_NO_DEPTHS,
+                                 permutations='its points are SW-MLPs, which have no permutation')),
+    'gamma': Planner(_plan_gamma, dict(gamma=_NO_GAMMA, dims=_NO_DIMS, depths=_NO_DEPTHS, densities=_NO_DENSITIES)),
+    'depth': Planner(_plan_depth, {k: v for k, v in _FIXED.items() if k != 'depths'}),
     'rp-block': Planner(_plan_rp_block, dict(
-        omega=_NO_OMEGA, gamma=_NO_GAMMA, dims=_NO_DIMS,
-        permutations='it trains the all-normal, all-random and one-random-block models')),
-    'patch': Planner(_plan_patch, dict(omega=_NO_OMEGA, gamma=_NO_GAMMA, dims=_NO_DIMS)),
+        _FIXED, permutations='it trains the all-normal, all-random and one-random-block models')),
+    'patch': Planner(_plan_patch, _FIXED),
+    'density': Planner(_plan_density, {k: v for k, v in _FIXED.items() if k != 'densities'}),
+    'seeds': Planner(_plan_seeds, _FIXED),
 }
 
 
@@ -359,6 +409,8 @@ def _pick_figure(path: Path, experiment: Optional[str], figure: Optional[str]) -
 def _kind_without_figure(experiment: str, base: Mapping[str, Any],
                          kwargs: Mapping[str, Any]) -> Tuple[str, Dict[str, Any], List[Setting]]:
     """(kind, params, settings) of a recipe that declares no figure: by the experiment, and for width by its model."""
+    if experiment == 'density':
+        return experiment, dict(densities=FIG2_DENSITIES), []
     if experiment != 'width':
         return experiment, {}, []
     summary = _summary(base['model'], kwargs)
@@ -408,6 +460,19 @@ def _check_options(kind: str, params: Mapping[str, Any], experiment: str, title:
         if value is not None and option in refuses:
             where = title if experiment == 'width' else experiment
             raise InvalidArgumentError(f'{option} does not apply to the {where} experiment ({refuses[option]})')
+
+
+def _check_choices(depths: Optional[Sequence[int]], densities: Optional[Sequence[float]]) -> None:
+    """Depths are distinct positive integers, densities distinct probabilities in (0, 1]."""
+    for name, values, ok, what in (
+            ('depths', depths, lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, 'positive integers'),
+            ('densities', densities, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1,
+             'numbers in (0, 1]')):
+        if values is None:
+            continue
+        bad = [v for v in values if not ok(v)]
+        if not values or bad or len(set(values)) != len(values):
+            raise InvalidArgumentError(f'{name} must be distinct {what}, got {list(values)}')
 
 
 def _check_points(points: Sequence[ExperimentPoint], progress: Optional[Callable[[str], None]] = None) -> None:
@@ -484,6 +549,8 @@ def plan_sweep(
         figure: Optional[str] = None,
         readings: Optional[Mapping[str, str]] = None,
         progress: Optional[Callable[[str], None]] = None,
+        depths: Optional[Sequence[int]] = None,
+        densities: Optional[Sequence[float]] = None,
 ) -> SweepPlan:
     """The points, seeds and settings of a sweep (see the module docstring), every point checked to build. None
     means the figure's (or the experiment's) default; an option the experiment does not use is refused, by name.
@@ -496,7 +563,9 @@ def plan_sweep(
         omega: Ω of a width sweep at a choice of Ω, or of the gamma sweep.
         model_kwargs: Model arguments added to the base recipe's and the figure's (the point's own win).
         gamma: γ of an MLP-Mixer width sweep or an SW-MLP sweep.
-        dims: The channels C of an MLP-Mixer or S.6 width sweep.
+        dims: The channels C of a width sweep of Mixers (an MLP-Mixer's, Fig. 5's S-Mixers at any Ω, Fig. S.6's).
+        depths: The depths L of the depth experiment (default Fig. 7's).
+        densities: The densities p of the SW-MLPs of a sweep that has them (default the figure's).
         figure: A key of :data:`~timm_pkmixer.experiments.sweep_tables.FIGURES` (default: the recipe's
             ``# figure:`` line).
         readings: For a disagreement of the paper's text and tables, the reading to follow instead of the first
@@ -521,7 +590,9 @@ def plan_sweep(
     else:
         kind, params, settings = _kind_without_figure(experiment, base, {**kwargs, **user_kwargs})
     title = f'{fig.key} width' if fig else 'width'
-    _check_options(kind, params, experiment, title, omega=omega, gamma=gamma, dims=dims, permutations=permutations)
+    _check_options(kind, params, experiment, title, omega=omega, gamma=gamma, dims=dims, permutations=permutations,
+                   depths=depths, densities=densities)
+    _check_choices(depths, densities)
     perms = list(permutations) if permutations is not None else list(params.get('permutations', ('random', 'normal')))
     for p in perms:
         choice('permutation', p, ('random', 'normal'))
@@ -530,12 +601,16 @@ def plan_sweep(
     kwargs.update(params.get('model_kwargs', {}))
     kwargs.update(user_kwargs)
     sw_kwargs = {k: v for r in used.values() for k, v in r.sw_kwargs.items()}
-    points = PLANNERS[kind].build(_Sweep(base, params, kwargs, perms, omega, gamma, dims, sw_kwargs, title))
+    points = PLANNERS[kind].build(_Sweep(base, params, kwargs, perms, omega, gamma, dims, sw_kwargs, title, depths,
+                                         densities, permutations is not None))
     _check_points(points, progress)
     points, training, differs = _training(fig, used, base, points, path)
     settings = [seed_setting] + settings + (list(fig.model) if fig else []) + training
     if fig:
         settings += _disagreement_settings(fig, used, given_readings)
+    settings += [Setting(name, ' '.join(map(str, v)) if isinstance(v, (list, tuple)) else v, f'given ({name})')
+                 for name, v in dict(omega=omega, gamma=gamma, dims=dims, depths=depths, densities=densities).items()
+                 if v is not None]
     settings += [Setting(f'model_kwargs.{k}', v, 'given (model_kwargs)') for k, v in user_kwargs.items()]
     return SweepPlan(str(recipe), experiment, fig, fig_source, points, list(seeds), settings, differs,
                      {k: r.name for k, r in used.items()})

@@ -21,11 +21,14 @@ from typing import Any, Dict, Optional, Tuple
 
 __all__ = ['EXPERIMENTS', 'Setting', 'Reading', 'Disagreement', 'Figure', 'FIGURES', 'IMAGENET_SWEEP_OMEGA',
            'IMAGENET_SWEEP_PATCHES', 'CIFAR_SWEEP_PAIRS', 'DEPTHS', 'SW_MLP_DENSITIES', 'MLP_MIXER_DIMS',
-           'FIGS2_OMEGA', 'FIG4_DIMS', 'FIG4_TOKENS', 'FIGS1_DENSITIES', 'FIGS6_DIMS', 'GAMMA_OMEGA', 'GAMMA_WIDTH',
-           'PATCHES_32', 'PATCHES_90', 'SKIP_LAYER', 'SW_INPUT_LAYER']
+           'FIGS2_OMEGA', 'FIG4_DIMS', 'FIG4_TOKENS', 'FIGS1_DENSITIES', 'FIG2_DENSITIES', 'FIGS6_DIMS',
+           'GAMMA_OMEGA', 'GAMMA_WIDTH', 'PATCHES_32', 'PATCHES_90', 'SKIP_LAYER', 'SW_INPUT_LAYER', 'SW_BLOCK',
+           'SW_BLOCK_C1']
 
-# the paper's experiments: what `pkmixer sweep` generates and `pkmixer report` names (one list, read by both)
-EXPERIMENTS = ('width', 'depth', 'rp-block', 'gamma', 'patch')
+# the paper's experiments: what `pkmixer sweep` generates and `pkmixer report` names (one list, read by both):
+# `density` is Fig. 2's SW-MLPs of density p at a Mixer's width, `seeds` the base recipe's model alone (with its RP
+# twin for a Mixer) over seeds, as Fig. 2(d)'s shallow MLPs
+EXPERIMENTS = ('width', 'depth', 'rp-block', 'gamma', 'patch', 'density', 'seeds')
 IMAGENET_SWEEP_OMEGA = 290217984  # γ(768²·196 + 768·196²)/2 with γ = 4: Mixer-B/16's Ω (C.5)
 IMAGENET_SWEEP_PATCHES = (7, 8, 14, 16, 28, 32)  # C.5
 # C.4 (i): the (C, S) pairs of the S-Mixer sweeps, as printed in the paper.
@@ -41,6 +44,7 @@ FIGS2_OMEGA = 2 ** 20  # D.2's C are C.4's symmetric pairs at Ω = 2^20, γ = 4:
 FIG4_DIMS = (4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 64)          # C.2
 FIG4_TOKENS = (360, 252, 203, 173, 152, 136, 124, 113, 104, 96, 89, 83, 64)  # C.2, as printed
 FIGS1_DENSITIES = tuple(2. ** -n for n in range(9))  # ours: Fig. S.1 (left) gives no p grid; C.1's 2^-n, n ≤ 8
+FIG2_DENSITIES = tuple(2. ** -n for n in range(11))  # C.1: SW-MLPs of density 2^-n, n = 0 … 10
 FIGS6_DIMS = (16, 32, 64, 114, 173)                 # Fig. S.6 caption
 GAMMA_OMEGA, GAMMA_WIDTH = 2 ** 20, 4096            # Fig. S.3: m = 4096 (caption); Ω ours
 PATCHES_32 = (1, 2, 4, 8, 16, 32)                   # D.6, CIFAR
@@ -131,6 +135,9 @@ SW_BLOCK = Disagreement(
                    'outer φ', 'C.1: "replaces the components within the MLP-Mixer … with the form M ⊙ A"',
              sw_kwargs=dict(outer_act=False))),
     'ours: eq. S.17 is the SW-MLP\'s definition (A.2.5)')
+# Fig. 2 follows C.1, the section that defines it: the same two readings, C.1's first
+SW_BLOCK_C1 = Disagreement(SW_BLOCK.key, SW_BLOCK.what, SW_BLOCK.readings[::-1],
+                           'C.1 is the section that defines Fig. 2 and builds its SW-MLPs from the Mixer\'s factors')
 
 
 def _hard_aug(table_row: str) -> Disagreement:
@@ -344,4 +351,27 @@ _FIGURES += [
                   _s('P', ', '.join(map(str, PATCHES_90)), 'D.6')),
            params=dict(patches=PATCHES_90, img_size=90)),
 ]
+_C1_SHALLOW_TRAINING = (
+    _s('opt', 'adamw', 'C.1: AdamW'), _s('epochs', 200, 'C.1'), _s('lr', 0.01, 'C.1: cosine annealing from 0.01'),
+    _s('sched', 'cosine', 'C.1'))
+_FIGURES += [
+    Figure('fig2', 'Fig. 2 (a)-(c): an MLP-Mixer and SW-MLPs of density p at its width (CKA, C.1)', 'density',
+           'density', seeds=_s('seeds', 3, 'C.1: three seeds (Fig. 2 (b), (c): one)'), expects=_C1_TRAINING,
+           model=(_s('MLP-Mixer', 'the base recipe\'s: L = 3, γ = 2, P = 4, S = C = 64 or 32', 'C.1'),
+                  _s('permutation', 'normal', 'C.1: the MLP-Mixer is compared (permutation random adds its RP twin)'),
+                  _s('SW-MLP p', '2^-n, n = 0 … 10', 'C.1'),
+                  _s('SW-MLP width', 'm = S·C, hidden γm, γ = 2, the Mixer\'s', 'C.1: the SW-MLP replaces the '
+                                                                               "Mixer's factors by M ⊙ A"),
+                  _s('SW-MLP blocks', 6, 'C.1: the Mixer\'s 3 token and 3 channel MLPs, each one SW-MLP block'),
+                  _s('SW-MLP per-patch FC', 'C channels, as its Mixer', 'C.4 (ii): "the same per-patch FC '
+                                                                        'structure"'),
+                  SW_INPUT_LAYER),
+           params=dict(densities=FIG2_DENSITIES, sw_blocks=6, permutations=('normal',)),
+           disagreements=(SW_BLOCK_C1,)),
+    Figure('fig2d', 'Fig. 2 (d): shallow Monarch and Kronecker MLPs (§3.3, C.1)', 'seeds', 'seeds',
+           seeds=_s('seeds', 5, 'C.1: five seeds'), expects=_C1_SHALLOW_TRAINING,
+           model=(_s('model', "the base recipe's (shallow_monarch_28 or shallow_kron_28: x ↦ B_c B_2 ReLU(B_1 x))",
+                     '§3.3, Table S.1'),)),
+]
+
 FIGURES: Dict[str, Figure] = {f.key: f for f in _FIGURES}

@@ -1,0 +1,175 @@
+"""Fashion-MNIST (Xiao et al. 2017, Zalando; MIT licence) in the layout torchvision's `FashionMNIST` reads, which is
+what timm's ``--dataset torch/fashion_mnist`` builds: ``DIR/FashionMNIST/raw/`` with the four upstream IDX files,
+decompressed, under their upstream names.
+
+Two sources, in this order:
+
+* Debian's package ``dataset-fashion-mnist`` (``apt-get install dataset-fashion-mnist``), which installs the upstream
+  files gzip-compressed under :data:`DEBIAN_DIR`. They are recompressed, so torchvision's download check (the MD5
+  of its own .gz files) rejects them and symlinks are not enough: they are decompressed here.
+* torchvision's own download (``FashionMNIST(root, download=True)``, checked against torchvision's MD5s), where a
+  network can reach the upstream mirror.
+
+Whatever the source, every file is checked before it is used: the IDX header (magic number, dimensions), the size,
+labels in 0..9 and the balanced class counts of the upstream set (6000 per class in train, 1000 in test). A file
+that fails is named with what is wrong.
+"""
+import gzip
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+from ..errors import UserInputError
+
+__all__ = ['DEBIAN_DIR', 'DEBIAN_PACKAGE', 'FASHION_MNIST_FILES', 'FASHION_MNIST_CLASSES', 'FASHION_MNIST_MEAN',
+           'FASHION_MNIST_STD', 'FashionMnistError', 'PreparedFashionMnist', 'prepare_fashion_mnist',
+           'check_fashion_mnist', 'fashion_mnist_raw_dir']
+
+DEBIAN_PACKAGE = 'dataset-fashion-mnist'
+DEBIAN_DIR = Path('/usr/share/datasets/fashion-mnist')
+# upstream name -> (split, kind, number of items)
+FASHION_MNIST_FILES: Dict[str, Tuple[str, str, int]] = {
+    'train-images-idx3-ubyte': ('train', 'images', 60000),
+    'train-labels-idx1-ubyte': ('train', 'labels', 60000),
+    't10k-images-idx3-ubyte': ('test', 'images', 10000),
+    't10k-labels-idx1-ubyte': ('test', 'labels', 10000),
+}
+FASHION_MNIST_CLASSES = ('T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat', 'Sandal', 'Shirt', 'Sneaker', 'Bag',
+                         'Ankle boot')
+# per-pixel mean and std of the 60,000 training images, pixel values scaled to [0, 1] (computed by
+# `check_fashion_mnist(..., stats=True)`; the recipes' `mean` / `std`)
+FASHION_MNIST_MEAN, FASHION_MNIST_STD = 0.2860, 0.3530
+_MAGIC = {'images': 2051, 'labels': 2049}  # IDX: 0x0803 (unsigned byte, 3 dims), 0x0801 (unsigned byte, 1 dim)
+
+
+class FashionMnistError(UserInputError, ValueError):
+    """A Fashion-MNIST file that is missing or not what upstream published (the file and the fault are named)."""
+
+
+@dataclass(frozen=True)
+class PreparedFashionMnist:
+    """What :func:`prepare_fashion_mnist` did: the ``--data-dir`` to give train.py (`root`), where the files came from
+    (`source`: ``debian``, ``torchvision download`` or ``already prepared``, with `origin` the folder or URL), and the
+    images per split."""
+    root: Path
+    source: str
+    origin: str
+    counts: Dict[str, int]
+
+
+def fashion_mnist_raw_dir(root: Path) -> Path:
+    """Where torchvision reads the IDX files for ``root`` (train.py's ``--data-dir``)."""
+    return Path(root) / 'FashionMNIST' / 'raw'
+
+
+def _check_idx(path: Path, kind: str, count: int) -> None:
+    """The IDX file at `path` holds `count` items of `kind` (28×28 images or labels 0..9, 10 balanced classes)."""
+    import numpy as np
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise FashionMnistError(f'{path} is missing') from None
+    header = 16 if kind == 'images' else 8
+    if len(data) < header:
+        raise FashionMnistError(f'{path} is not an IDX file: {len(data)} bytes, shorter than its header')
+    fields = np.frombuffer(data[:header], dtype='>u4')
+    expected = (_MAGIC[kind], count) + ((28, 28) if kind == 'images' else ())
+    if tuple(int(x) for x in fields) != expected:
+        raise FashionMnistError(f'{path} is not the Fashion-MNIST {kind} file: its IDX header says '
+                                f'{tuple(int(x) for x in fields)}, expected {expected} (magic, count[, rows, cols])')
+    payload = count * (28 * 28 if kind == 'images' else 1)
+    if len(data) != header + payload:
+        raise FashionMnistError(f'{path} is truncated or padded: {len(data)} bytes, expected {header + payload}')
+    if kind == 'labels':
+        labels = np.frombuffer(data, dtype=np.uint8, offset=header)
+        per_class = np.bincount(labels, minlength=10)
+        if len(per_class) != 10 or set(per_class.tolist()) != {count // 10}:
+            raise FashionMnistError(f'{path}: labels per class {per_class.tolist()}, expected {count // 10} in each '
+                                    f'of classes 0..9')
+
+
+def check_fashion_mnist(root: Path) -> Dict[str, int]:
+    """Check the four files under ``root/FashionMNIST/raw``; returns the images per split (``train``, ``test``).
+
+    Raises:
+        FashionMnistError: a file is missing or is not upstream's (named, with what is wrong).
+    """
+    raw = fashion_mnist_raw_dir(root)
+    counts = {}
+    for name, (split, kind, count) in FASHION_MNIST_FILES.items():
+        _check_idx(raw / name, kind, count)
+        counts[split] = count
+    return counts
+
+
+def _decompress(source: Path, target: Path) -> None:
+    """gunzip `source` into `target`, atomically (a reader never sees half a file)."""
+    tmp = target.with_name(f'.{target.name}.{os.getpid()}.tmp')
+    try:
+        with gzip.open(source, 'rb') as f, open(tmp, 'wb') as out:
+            shutil.copyfileobj(f, out, 1 << 20)
+        os.replace(tmp, target)
+    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+        tmp.unlink(missing_ok=True)
+        raise FashionMnistError(f'{source} cannot be decompressed ({type(e).__name__}: {e}); reinstall it: '
+                                f'apt-get install --reinstall {DEBIAN_PACKAGE}') from None
+
+
+def _from_debian(root: Path, source: Path) -> None:
+    missing = [name for name in FASHION_MNIST_FILES if not (source / f'{name}.gz').is_file()]
+    if missing:
+        raise FashionMnistError(f'{source} lacks {", ".join(f + ".gz" for f in missing)}; reinstall it: '
+                                f'apt-get install --reinstall {DEBIAN_PACKAGE}')
+    raw = fashion_mnist_raw_dir(root)
+    raw.mkdir(parents=True, exist_ok=True)
+    for name, (_, kind, count) in FASHION_MNIST_FILES.items():
+        _decompress(source / f'{name}.gz', raw / name)
+        try:
+            _check_idx(raw / name, kind, count)
+        except FashionMnistError as e:
+            (raw / name).unlink(missing_ok=True)
+            raise FashionMnistError(f'{source / (name + ".gz")}: {e}') from None
+
+
+def _from_torchvision(root: Path) -> str:
+    from torchvision.datasets import FashionMNIST
+    try:
+        for train in (True, False):
+            FashionMNIST(str(root), train=train, download=True)
+    except (OSError, RuntimeError) as e:  # no network (URLError), a refused connection, an MD5 mismatch
+        raise FashionMnistError(
+            f'could not download Fashion-MNIST into {root} ({type(e).__name__}: {e}). Without a network, install '
+            f"Debian's copy (as root: apt-get install {DEBIAN_PACKAGE}) and run this again, or put the four "
+            f'upstream .gz files in a folder and give it with --source') from None
+    return FashionMNIST.mirrors[0]
+
+
+def prepare_fashion_mnist(root: str, source: Optional[str] = None, download: bool = True) -> PreparedFashionMnist:
+    """Write Fashion-MNIST under ``root`` as torchvision reads it (``root/FashionMNIST/raw``), from `source` (a
+    folder with the four upstream ``.gz`` files; default: Debian's :data:`DEBIAN_DIR` when it is there), else by
+    torchvision's download when `download`. A folder already prepared is checked and kept.
+
+    Raises:
+        FashionMnistError: a missing or corrupted file (named), or no source at all (the message says how to get one).
+    """
+    root_path = Path(root)
+    if source is None:
+        try:
+            return PreparedFashionMnist(root_path, 'already prepared', str(fashion_mnist_raw_dir(root_path)),
+                                        check_fashion_mnist(root_path))
+        except FashionMnistError:
+            pass  # (re)write it below
+    folder = Path(source) if source is not None else DEBIAN_DIR
+    if source is not None and not folder.is_dir():
+        raise FashionMnistError(f'--source {source}: no such folder')
+    if folder.is_dir():
+        _from_debian(root_path, folder)
+        return PreparedFashionMnist(root_path, 'debian' if source is None else 'folder', str(folder),
+                                    check_fashion_mnist(root_path))
+    if not download:
+        raise FashionMnistError(f"no Fashion-MNIST here: {DEBIAN_DIR} does not exist (as root: apt-get install "
+                                f"{DEBIAN_PACKAGE}) and the download is switched off")
+    origin = _from_torchvision(root_path)
+    return PreparedFashionMnist(root_path, 'torchvision download', origin, check_fashion_mnist(root_path))
