@@ -15,15 +15,11 @@ from timm_pkmixer.catalog import summarize
 from timm_pkmixer.cli import main as cli_main
 from timm_pkmixer.cli import main as pkmixer
 from timm_pkmixer.experiments.recipes import check_recipe_keys, list_recipes, load_recipe, recipe_root, resolve_recipe
-from timm_pkmixer.experiments.sweep import (
-    experiment_points,
-    figures_markdown,
-    gamma_points,
-    plan_sweep,
-    recipe_figures,
-    write_sweep,
-)
+from timm_pkmixer.experiments.sweep_plan import experiment_points, plan_sweep, recipe_figures
+from timm_pkmixer.experiments.sweep_planners import gamma_points
+from timm_pkmixer.experiments.sweep_render import figures_markdown
 from timm_pkmixer.experiments.sweep_tables import CIFAR_SWEEP_PAIRS
+from timm_pkmixer.experiments.sweep_write import write_sweep
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -155,7 +151,7 @@ def test_explain_lists_each_setting_value_and_source(tmp_path, capsys):
 def test_train_recipes_readme_lists_every_figure_with_its_sources():
     text = (ROOT / 'train_recipes' / 'README.md').read_text()
     assert figures_markdown() in text, ('train_recipes/README.md: paste the output of `python -c "from timm_pkmixer.'
-                                        'experiments.sweep import figures_markdown; print(figures_markdown())"`')
+                                        'experiments.sweep_render import figures_markdown; print(figures_markdown())"`')
     assert '| SW-MLP arm | none | Fig. 6 has none |' in text and '| seeds | 5 | D.6: five trials (STL-10) |' in text
 
 

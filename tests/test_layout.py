@@ -79,7 +79,7 @@ def test_every_import_goes_down_a_layer():
 
 @pytest.mark.parametrize('module,layer_name', [
     ('timm_pkmixer.layers.pk_layer', 'core'), ('timm_pkmixer.width', 'core'),
-    ('timm_pkmixer.experiments.sweep', 'experiments'), ('timm_pkmixer.publish.hub', 'publish'),
+    ('timm_pkmixer.experiments.sweep_plan', 'experiments'), ('timm_pkmixer.publish.hub', 'publish'),
     ('timm_pkmixer.launch.launcher', 'launch'), ('timm_pkmixer.replica_check', 'facade'),
     ('timm_pkmixer.cli.train', 'cli')])
 def test_layers_are_read_from_the_folders(module, layer_name):
@@ -92,9 +92,10 @@ def test_the_graph_sees_a_planted_upward_import():
     graph = import_graph()
     graph['timm_pkmixer.width'] = graph['timm_pkmixer.width'] | {'timm_pkmixer.experiments.report'}
     graph['timm_pkmixer.analysis.cka'] = graph['timm_pkmixer.analysis.cka'] | {'timm_pkmixer.distributed.replicas'}
-    graph['timm_pkmixer.experiments.sweep'] = graph['timm_pkmixer.experiments.sweep'] | {'timm_pkmixer.publish.hub'}
+    graph['timm_pkmixer.experiments.sweep_plan'] = (graph['timm_pkmixer.experiments.sweep_plan']
+                                                    | {'timm_pkmixer.publish.hub'})
     assert upward_imports(graph) == [('timm_pkmixer.analysis.cka', 'timm_pkmixer.distributed.replicas'),
-                                     ('timm_pkmixer.experiments.sweep', 'timm_pkmixer.publish.hub'),
+                                     ('timm_pkmixer.experiments.sweep_plan', 'timm_pkmixer.publish.hub'),
                                      ('timm_pkmixer.width', 'timm_pkmixer.experiments.report')]
 
 

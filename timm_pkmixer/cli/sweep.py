@@ -25,7 +25,9 @@ def _readings(items):
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import InvalidArgumentError
-    from ..experiments.sweep import SWEEP_EXPLAINED, SWEEP_RECORD, explain, plan_sweep, write_sweep
+    from ..experiments.sweep_plan import plan_sweep
+    from ..experiments.sweep_render import explain
+    from ..experiments.sweep_write import SWEEP_EXPLAINED, SWEEP_RECORD, write_sweep
     try:
         options = dict(experiment=args.experiment, permutations=args.permutation, seeds=args.seeds, omega=args.omega,
                        model_kwargs=args.model_kwargs, gamma=args.gamma, dims=args.dims, figure=args.figure,
