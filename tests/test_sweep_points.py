@@ -225,3 +225,59 @@ def test_explain_succeeds_exactly_when_writing_does_with_the_same_message(tmp_pa
         assert {e for e, o in outcomes.items() if o == 'ok'} == {'seeds'}
     if recipe == 'cifar10/s_mixer_fig7':
         assert outcomes['depth'] == outcomes['rp-block'] == outcomes['patch'] == 'ok'
+
+
+# ---------------------------------------------------------------------------------------------- chosen points
+
+def test_seeds_experiment_trains_the_base_model_as_it_is(tmp_path):
+    shallow = built(tmp_path / 'a', 'fashion_mnist/shallow_kron_28', experiment='seeds')
+    assert [(cfg['experiment'], cfg['model'], cfg['model_kwargs']) for cfg, _ in shallow] == \
+        [('shallow_kron_28_seed0', 'shallow_kron_28', {})]
+    pair = built(tmp_path / 'b', 'fashion_mnist/mixer_fig2_fig4', experiment='seeds')
+    got = {cfg['experiment']: (m.describe().num_tokens, m.describe().dim, m.describe().depth, m.describe().gamma,
+                                m.describe().permutation_label, cfg['model_kwargs'].get('perm_seed'))
+           for cfg, m in pair}
+    assert got == {'mixer_s32c32_L3_random_seed0': (32, 32, 3, 2.0, 'random', 0),  # named by what is built
+                   'mixer_s32c32_L3_normal_seed0': (32, 32, 3, 2.0, 'normal', None)}
+    with pytest.raises(InvalidArgumentError, match=r'permutations: shallow_kron_28 \(Shallow Kronecker\) has no '
+                                                   'permutation to choose'):
+        plan_sweep('fashion_mnist/shallow_kron_28', 'seeds', permutations=('random',))
+
+
+def test_density_experiment_builds_fig2s_sw_mlps_at_the_mixers_width(tmp_path):
+    models = built(tmp_path, 'cifar10/mixer_fig2_fig4', experiment='density', densities=(1.0, 0.25))
+    (cfg, mixer), = mixers(models)
+    d = mixer.describe()
+    assert (d.num_tokens, d.dim, d.depth, d.gamma, d.permutation_label) == (64, 64, 3, 2.0, 'normal')  # C.1
+    sw = [m.describe() for _, m in sw_mlps(models)]
+    assert [(s.width, s.hidden, s.depth, s.density) for s in sw] == [(4096, 8192, 6, 1.0), (4096, 8192, 6, 0.25)]
+    assert all(not m.model_args.outer_act for _, m in sw_mlps(models))  # C.1's block by default (no outer φ)
+    text = explain(plan_sweep('cifar10/mixer_fig2_fig4', 'density', densities=(1.0, 0.25)))
+    assert '| densities | 1.0 0.25 | given (densities) |' in text  # an option given is a setting of the sweep
+
+
+def test_depths_densities_and_dims_choose_the_points():
+    depth = plan_sweep('fashion_mnist/s_mixer_fig7', 'depth', depths=(8,))
+    assert [(p.name, p.coords['L']) for p in depth.points] == [('depth_L8_random', 8), ('depth_L8_normal', 8)]
+    fig5 = plan_sweep('cifar10/s_mixer_fig5', permutations=('normal',), dims=(4, 64), densities=(0.5,))
+    assert [(p.coords['C'], p.coords['S']) for p in fig5.points if 'C' in p.coords] == [(4, 360), (64, 64)]
+    assert [(p.coords['density'], p.coords['width']) for p in fig5.points if 'C' not in p.coords] == [(0.5, 724)]
+    at21 = plan_sweep('cifar10/s_mixer_fig5', permutations=('normal',), dims=(64,), omega=2 ** 21)
+    assert [(p.coords['C'], p.coords['S']) for p in at21.points] == [(64, 226)]  # eq. S.42; no SW arm at 2^21
+
+
+@pytest.mark.parametrize('recipe,options,message', [
+    ('cifar10/s_mixer_fig5', dict(depths=(8,)), r'depths does not apply to the fig5 width experiment \(L is chosen '
+                                                r'by depths in the depth experiment \(Fig. 7\) only\)'),
+    ('cifar10/s_mixer_fig7', dict(experiment='depth', densities=(0.5,)), 'densities does not apply to the depth '
+                                                                         'experiment'),
+    ('cifar10/s_mixer_fig5', dict(densities=(0.5, 0.0)), r'densities must be distinct numbers in \(0, 1\], got '
+                                                         r'\[0.5, 0.0\]'),
+    ('cifar10/s_mixer_fig7', dict(experiment='depth', depths=(8, 8)), r'depths must be distinct positive integers, '
+                                                                      r'got \[8, 8\]'),
+    ('cifar10/s_mixer_fig5', dict(omega=2 ** 20), 'give dims to choose C at this Ω'),
+    ('cifar10/mixer_fig2_fig4', dict(figure='fig4', densities=(0.5,)), 'its SW-MLPs are paired with its Mixers'),
+])
+def test_point_options_that_do_not_apply_are_refused_by_name(recipe, options, message):
+    with pytest.raises(InvalidArgumentError, match=message):
+        plan_sweep(recipe, **options)

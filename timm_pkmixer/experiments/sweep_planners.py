@@ -244,8 +244,10 @@ def _plan_seeds(sw: SweepInput) -> List[ExperimentPoint]:
     (the shallow MLPs of Fig. 2 (d), an SW-MLP) alone."""
     model = sw.base['model']
     d = _summary(model, sw.kwargs)
-    if d.block_type in ('mlp', 'fc'):
-        return [_mixer(sw, 'seeds', model, model, perm, {}, {}, skip_layer=False) for perm in sw.perms]
+    if d.block_type in ('mlp', 'fc'):  # named by what is built: the base model's arguments may reshape it
+        name = f'{"mixer" if d.block_type == "mlp" else "s_mixer"}_s{d.num_tokens}c{d.dim}_L{d.depth}'
+        return [_mixer(sw, 'seeds', name, model, perm, {}, dict(C=d.dim, S=d.num_tokens, L=d.depth),
+                       skip_layer=False) for perm in sw.perms]
     if sw.perms_given:
         raise InvalidArgumentError(f'permutations: {model} ({d.family}) has no permutation to choose')
     return [ExperimentPoint('seeds', model, model, dict(sw.kwargs), seeded='mask_seed' if d.block_type == 'sparse'
