@@ -211,6 +211,49 @@ def test_cli_cka_reads_a_synonym_of_the_split(capsys, tmp_path):
     assert 'over 8 examples' in out and 'a vs b: batch 2/2' in err
 
 
+def test_a_runs_model_and_evaluation_batches_without_the_command(tmp_path):
+    """The library behind `pkmixer analyze cka`: the run's model (its checkpoint found in the folder), its evaluation
+    transform, the split checked as timm resolves it, seeded random batches; errors name the argument."""
+    from timm_pkmixer.analysis.eval_data import check_split, eval_data_config, eval_loader
+    from timm_pkmixer.errors import ArgumentValueError
+    from timm_pkmixer.experiments.run_folder import find_checkpoint
+    from timm_pkmixer.publish.checkpoint_file import load_trained_model
+    _image_folder(tmp_path / 'data', ('val',))
+    run = _run(tmp_path / 'run', 0, tmp_path / 'data')
+    trained = load_trained_model(run)
+    assert (trained.name, trained.model.training, trained.train_args['data_dir']) == (
+        'pk_mixer_ss8_32', False, str(tmp_path / 'data'))
+    assert torch.equal(trained.model.state_dict()['head.weight'], mixer(0).state_dict()['head.weight'])
+    config = eval_data_config(trained.train_args, trained.model)
+    assert config['input_size'] == (3, 8, 8)
+    first, again = (eval_loader(trained.train_args, config, batch_size=4, batch_seed=3) for _ in range(2))
+    assert [len(b) for b in first.batch_sampler] == [4, 4] and first.batch_sampler == again.batch_sampler
+    assert [tuple(x.shape) for x, _ in first] == [(4, 3, 8, 8)] * 2
+    with pytest.raises(ArgumentValueError) as e:
+        check_split(tmp_path / 'data', '', 'train')
+    assert (e.value.argument, str(e.value)) == ('split', f"split 'train': {tmp_path / 'data'} has no sub-folder "
+                                                         f"train or training (it has: val); timm would read the whole "
+                                                         f"folder, other images, instead")
+    check_split(tmp_path / 'data', 'torch/cifar10', 'train')  # a named dataset knows its splits
+    with pytest.raises(ArgumentValueError) as e:
+        eval_loader({}, config, batch_size=4)
+    assert str(e.value) == 'data_dir must be given: the run does not record its data_dir'
+    (run / 'last.pth.tar').rename(run / 'model_best.pth.tar')
+    assert find_checkpoint(run) == run / 'model_best.pth.tar'
+    (run / 'args.yaml').unlink()
+    with pytest.raises(ArgumentValueError) as e:
+        load_trained_model(run / 'model_best.pth.tar')
+    assert str(e.value) == f'model must be given: {run / "model_best.pth.tar"} does not record its model'
+
+
+def test_cli_names_the_model_option_for_a_checkpoint_without_its_model(capsys, tmp_path):
+    run = _run(tmp_path / 'run', 0, tmp_path / 'data')
+    (run / 'args.yaml').unlink()
+    code, _, err = run_cli(capsys, 'analyze', 'spectra', run, '--out-dir', tmp_path / 'out', '--no-figures')
+    assert (code, err) == (2, f'pkmixer analyze spectra: error: --model must be given: {run} does not record its '
+                              f'model\n')
+
+
 def test_cli_runs_of_the_same_name_get_distinct_outputs(capsys, tmp_path):
     _image_folder(tmp_path / 'data')
     a = _run(tmp_path / 'a', 0, tmp_path / 'data')

@@ -31,7 +31,7 @@ def test_demo_uses_the_idle_cores(monkeypatch):
     import os
 
     from timm_pkmixer.experiments import threads
-    from timm_pkmixer.experiments.demo import choose_threads
+    from timm_pkmixer.experiments.threads import choose_threads
     monkeypatch.delenv('OMP_NUM_THREADS', raising=False)
     monkeypatch.setattr(threads, 'available_cores', lambda: 2)
     monkeypatch.setattr(os, 'getloadavg', lambda: (3.1, 3.0, 2.5))

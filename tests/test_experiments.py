@@ -15,15 +15,11 @@ from timm_pkmixer.catalog import summarize
 from timm_pkmixer.cli import main as cli_main
 from timm_pkmixer.cli import main as pkmixer
 from timm_pkmixer.experiments.recipes import check_recipe_keys, list_recipes, load_recipe, recipe_root, resolve_recipe
-from timm_pkmixer.experiments.sweep import (
-    experiment_points,
-    figures_markdown,
-    gamma_points,
-    plan_sweep,
-    recipe_figures,
-    write_sweep,
-)
+from timm_pkmixer.experiments.sweep_plan import experiment_points, plan_sweep, recipe_figures
+from timm_pkmixer.experiments.sweep_planners import gamma_points
+from timm_pkmixer.experiments.sweep_render import figures_markdown
 from timm_pkmixer.experiments.sweep_tables import CIFAR_SWEEP_PAIRS
+from timm_pkmixer.experiments.sweep_write import write_sweep
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -155,7 +151,7 @@ def test_explain_lists_each_setting_value_and_source(tmp_path, capsys):
 def test_train_recipes_readme_lists_every_figure_with_its_sources():
     text = (ROOT / 'train_recipes' / 'README.md').read_text()
     assert figures_markdown() in text, ('train_recipes/README.md: paste the output of `python -c "from timm_pkmixer.'
-                                        'experiments.sweep import figures_markdown; print(figures_markdown())"`')
+                                        'experiments.sweep_render import figures_markdown; print(figures_markdown())"`')
     assert '| SW-MLP arm | none | Fig. 6 has none |' in text and '| seeds | 5 | D.6: five trials (STL-10) |' in text
 
 
@@ -198,6 +194,25 @@ def test_sweep_refuses_a_folder_with_another_sweep_unless_added_to(tmp_path, cap
     record = json.loads((tmp_path / 'sweep.json').read_text())
     assert [s['experiment'] for s in record['sweeps']] == ['depth', 'rp-block']
     assert len(list(tmp_path.glob('*.yaml'))) == 10 + 10
+
+
+def test_a_sweep_record_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
+    """sweep.json records every sweep of the folder: adding one rewrites it. A write that stops half-way (a full
+    disk, a kill) leaves the record as it was and no partial file beside it."""
+    write_sweep('cifar10/s_mixer_fig7', str(tmp_path), experiment='depth', seeds=[0])
+    before = (tmp_path / 'sweep.json').read_bytes()
+    write_text = Path.write_text
+
+    def full_disk(self, data, *args, **kwargs):
+        if 'sweep.json' not in self.name:
+            return write_text(self, data, *args, **kwargs)
+        write_text(self, data[:len(data) // 2], *args, **kwargs)
+        raise OSError(28, 'No space left on device')
+    monkeypatch.setattr(Path, 'write_text', full_disk)
+    with pytest.raises(OSError, match='No space left on device'):
+        write_sweep('cifar10/s_mixer_fig7', str(tmp_path), add=True, experiment='rp-block', seeds=[0])
+    assert (tmp_path / 'sweep.json').read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if 'sweep.json' in p.name) == ['sweep.json']
 
 
 def test_depth_points_are_fig7():

@@ -519,7 +519,7 @@ def test_label_names_only_where_the_run_read_an_imagefolder(tmp_path):
 
 @pytest.mark.parametrize('suffix', ['.safetensors', '.pth'])
 def test_d_truncated_files_are_refused_naming_the_file(tmp_path, suffix):
-    from timm_pkmixer.publish.hub import read_checkpoint
+    from timm_pkmixer.publish.checkpoint_file import read_checkpoint
     sd = timm.create_model(RP).state_dict()
     path = tmp_path / f'w{suffix}'
     save_file(sd, str(path)) if suffix == '.safetensors' else torch.save(sd, path)
@@ -533,7 +533,7 @@ def test_d_truncated_files_are_refused_naming_the_file(tmp_path, suffix):
 
 
 def test_d_push_refuses_non_finite_weights(tmp_path):
-    from timm_pkmixer.publish.hub import build_validated_model, read_checkpoint
+    from timm_pkmixer.publish.checkpoint_file import build_validated_model, read_checkpoint
     sd = timm.create_model(RP).state_dict()
     sd['blocks.3.norm1.weight'] = torch.full_like(sd['blocks.3.norm1.weight'], math.nan)
     save_file(sd, str(tmp_path / 'nan.safetensors'))

@@ -79,7 +79,7 @@ def test_every_import_goes_down_a_layer():
 
 @pytest.mark.parametrize('module,layer_name', [
     ('timm_pkmixer.layers.pk_layer', 'core'), ('timm_pkmixer.width', 'core'),
-    ('timm_pkmixer.experiments.sweep', 'experiments'), ('timm_pkmixer.publish.hub', 'publish'),
+    ('timm_pkmixer.experiments.sweep_plan', 'experiments'), ('timm_pkmixer.publish.hub', 'publish'),
     ('timm_pkmixer.launch.launcher', 'launch'), ('timm_pkmixer.replica_check', 'facade'),
     ('timm_pkmixer.cli.train', 'cli')])
 def test_layers_are_read_from_the_folders(module, layer_name):
@@ -92,9 +92,10 @@ def test_the_graph_sees_a_planted_upward_import():
     graph = import_graph()
     graph['timm_pkmixer.width'] = graph['timm_pkmixer.width'] | {'timm_pkmixer.experiments.report'}
     graph['timm_pkmixer.analysis.cka'] = graph['timm_pkmixer.analysis.cka'] | {'timm_pkmixer.distributed.replicas'}
-    graph['timm_pkmixer.experiments.sweep'] = graph['timm_pkmixer.experiments.sweep'] | {'timm_pkmixer.publish.hub'}
+    graph['timm_pkmixer.experiments.sweep_plan'] = (graph['timm_pkmixer.experiments.sweep_plan']
+                                                    | {'timm_pkmixer.publish.hub'})
     assert upward_imports(graph) == [('timm_pkmixer.analysis.cka', 'timm_pkmixer.distributed.replicas'),
-                                     ('timm_pkmixer.experiments.sweep', 'timm_pkmixer.publish.hub'),
+                                     ('timm_pkmixer.experiments.sweep_plan', 'timm_pkmixer.publish.hub'),
                                      ('timm_pkmixer.width', 'timm_pkmixer.experiments.report')]
 
 
@@ -157,3 +158,51 @@ def test_only_the_commands_print():
 
 def test_the_print_check_sees_a_print_and_a_write_to_stderr():
     assert prints(ast.parse('import sys\nprint(1)\nsys.stderr.write("x")\n')) == [2, 3]
+
+
+# a module whose job is to hold imported names under one roof: the private timm names (each with why)
+REEXPORTING = {'timm_pkmixer._timm'}
+
+
+def _module_level(tree: ast.Module) -> List[ast.stmt]:
+    """The statements run at import: the module's own, and those inside its top-level ``if`` / ``try`` blocks."""
+    out: List[ast.stmt] = []
+    for node in tree.body:
+        out.append(node)
+        if isinstance(node, (ast.If, ast.Try)):
+            out += _module_level(ast.Module(body=node.body + node.orelse + getattr(node, 'finalbody', []),
+                                            type_ignores=[]))
+    return out
+
+
+def reexports(tree: ast.Module) -> List[str]:
+    """Names a module's ``__all__`` lists (``__all__ = […]`` and ``__all__ += […]``) that it imports rather than
+    defines."""
+    imported: Set[str] = set()
+    listed: List[str] = []
+    for node in _module_level(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported.update(a.asname or a.name.split('.')[0] for a in node.names)
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AugAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == '__all__' for t in targets) and isinstance(
+                node.value, (ast.List, ast.Tuple)):
+            listed += [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
+    return sorted(n for n in set(listed) if n in imported)
+
+
+def test_a_modules_all_lists_only_names_it_defines():
+    """Callers import a name from the module that defines it: no module forwards another's names in its ``__all__``
+    (package ``__init__.py`` files, the packages' faces, and :data:`REEXPORTING` are exempt)."""
+    found = {name: names for name, path in _modules().items()
+             if path.name != '__init__.py' and name not in REEXPORTING
+             and (names := reexports(ast.parse(path.read_text(encoding='utf-8'))))}
+    assert found == {}
+
+
+def test_the_reexport_check_sees_a_planted_one():
+    tree = ast.parse('import os.path as osp\nfrom .a import x, y as z\ntry:\n    from .b import w\n'
+                     'except ImportError:\n    w = None\n\n\ndef f():\n    pass\n\n\n__all__ = ["f", "x"]\n'
+                     '__all__ += ("z", "w", "osp")\n')
+    assert reexports(tree) == ['osp', 'w', 'x', 'z']
+    assert reexports(ast.parse('from .a import x\n\n\ndef f():\n    pass\n\n\n__all__ = ["f"]\n')) == []

@@ -10,11 +10,11 @@ from PIL import Image
 from safetensors.torch import save_file
 
 import timm_pkmixer.experiments.datasets as datasets_module
-import timm_pkmixer.experiments.sweep as sweep_module
+import timm_pkmixer.experiments.sweep_plan as sweep_module
 from timm_pkmixer.catalog import list_pkmixer_models, models_near_omega
 from timm_pkmixer.experiments.datasets import export_image_folder
 from timm_pkmixer.experiments.report import build_report, write_report
-from timm_pkmixer.experiments.sweep import plan_sweep
+from timm_pkmixer.experiments.sweep_plan import plan_sweep
 
 from conftest import command_messages
 from test_report import run_folder

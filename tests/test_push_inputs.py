@@ -50,7 +50,7 @@ def test_push_of_a_run_resumed_into_its_folder_cards_the_last_row_of_its_epoch(t
     assert code == 0, err
     card = (tmp_path / 'out' / 'README.md').read_text()
     assert 'top-1 (%): 63.50' in card and '60.00' not in card
-    from timm_pkmixer.experiments.report import read_run
+    from timm_pkmixer.experiments.run_folder import read_run
     assert read_run(run).top1_err == 100 - 63.5
 
 

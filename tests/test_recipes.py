@@ -11,8 +11,9 @@ import yaml
 from timm_pkmixer.catalog import summarize
 from timm_pkmixer.errors import InvalidArgumentError
 from timm_pkmixer.experiments.recipes import check_recipe_keys, load_recipe, resolve_batch_and_lr
-from timm_pkmixer.experiments.sweep import experiment_points, write_sweep
+from timm_pkmixer.experiments.sweep_plan import experiment_points
 from timm_pkmixer.experiments.sweep_tables import CIFAR_SWEEP_PAIRS, IMAGENET_SWEEP_OMEGA
+from timm_pkmixer.experiments.sweep_write import write_sweep
 from timm_pkmixer.width import mixer_omega, tokens_for_omega
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,7 +16,8 @@ import yaml
 from timm.utils import update_summary
 
 from timm_pkmixer.cli import main as pkmixer
-from timm_pkmixer.experiments.report import build_report, infer_experiment, read_run, scheduled_epochs, write_report
+from timm_pkmixer.experiments.report import build_report, infer_experiment, write_report
+from timm_pkmixer.experiments.run_folder import read_run, scheduled_epochs
 
 TESTS = Path(__file__).resolve().parent
 

@@ -14,16 +14,10 @@ import yaml
 from timm.utils import update_summary
 
 from timm_pkmixer.cli import main as pkmixer
-from timm_pkmixer.experiments.run_folder import (
-    RunFileError,
-    YAMLAliasError,
-    load_yaml,
-    read_epochs_csv,
-    read_run,
-    read_summary,
-    read_sweep_record,
-    run_state,
-)
+from timm_pkmixer.experiments.epochs_csv import read_epochs_csv
+from timm_pkmixer.experiments.run_folder import RunFileError, read_run, read_summary, run_state
+from timm_pkmixer.experiments.safe_yaml import YAMLAliasError, load_yaml
+from timm_pkmixer.experiments.sweep_write import read_sweep_record
 
 from conftest import command_messages
 

@@ -17,7 +17,7 @@ import yaml
 from PIL import Image
 
 from timm_pkmixer.cli import main as cli_main
-from timm_pkmixer.experiments.report import find_runs
+from timm_pkmixer.experiments.run_folder import find_runs
 
 TESTS = Path(__file__).resolve().parent
 MINI = str(TESTS / 'mini_train_py.py')

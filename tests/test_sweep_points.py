@@ -11,8 +11,10 @@ import yaml
 from timm_pkmixer.cli import main as pkmixer
 from timm_pkmixer.errors import InvalidArgumentError
 from timm_pkmixer.experiments.recipes import list_recipes
-from timm_pkmixer.experiments.sweep import explain, plan_sweep, recipe_figures, write_sweep
+from timm_pkmixer.experiments.sweep_plan import plan_sweep, recipe_figures
+from timm_pkmixer.experiments.sweep_render import explain
 from timm_pkmixer.experiments.sweep_tables import CIFAR_SWEEP_PAIRS, EXPERIMENTS, FIGS6_DIMS, FIGURES
+from timm_pkmixer.experiments.sweep_write import write_sweep
 from timm_pkmixer.layers import SkipLayer
 
 

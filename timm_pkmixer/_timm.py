@@ -3,6 +3,11 @@
 Everything else comes from timm's public API (``timm.models``, ``timm.layers``, ``timm.data``). When timm
 moves or renames one of these, this file is the one to mend (importing the package then fails here, naming it).
 """
+# The names timm's dataset factory reads an image folder's split under ('validation' from val/, eval/, …), so that
+# `pkmixer analyze cka` checks a split the way timm resolves it: module-private in timm.data.dataset_factory.
+from timm.data.dataset_factory import _EVAL_SYNONYM as EVAL_SPLIT_NAMES
+from timm.data.dataset_factory import _TRAIN_SYNONYM as TRAIN_SPLIT_NAMES
+
 # The block indices of `forward_intermediates` / `prune_intermediate_layers` exactly as timm's own models
 # resolve them (negative indices, an int for the last n blocks): timm's feature API contract, no public export.
 from timm.models._features import feature_take_indices
@@ -15,4 +20,4 @@ from timm.models._hub import generate_readme
 # Mixer initialisation: the function is module-private in timm.models.mlp_mixer.
 from timm.models.mlp_mixer import _init_weights as mixer_init_weights
 
-__all__ = ['feature_take_indices', 'generate_readme', 'mixer_init_weights']
+__all__ = ['feature_take_indices', 'generate_readme', 'mixer_init_weights', 'EVAL_SPLIT_NAMES', 'TRAIN_SPLIT_NAMES']

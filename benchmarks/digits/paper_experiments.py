@@ -75,7 +75,7 @@ def _run(cmd: list, env: dict, log: Path) -> float:
 
 def _finished(run: Path) -> bool:
     """True when the run folder holds every epoch train.py runs (a run of an earlier, interrupted invocation)."""
-    from timm_pkmixer.experiments.report import read_run
+    from timm_pkmixer.experiments.run_folder import read_run
     return (run / 'args.yaml').is_file() and read_run(run).finished
 
 

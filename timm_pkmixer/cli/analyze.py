@@ -6,11 +6,11 @@ import functools
 import re
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List
 
 from ..errors import InvalidArgumentError
 from ..validation import cli_type, non_negative_int, positive_real, real
-from ._common import POSITIVE_INT, add_command, add_model_options, progress
+from ._common import POSITIVE_INT, add_command, add_model_options, in_flag_terms, progress
 
 __all__ = ['add_commands']
 
@@ -18,47 +18,19 @@ __all__ = ['add_commands']
 # since building the parser must not import torch (`pkmixer --help`, `pkmixer width`)
 MAX_TRIALS = 1000
 
-_CHECKPOINTS = ('last.pth.tar', 'model_best.pth.tar')
+
+def _load(spec: str, args: argparse.Namespace):
+    """The trained model of a run folder or checkpoint (:func:`~timm_pkmixer.publish.checkpoint_file.
+    load_trained_model`), --model and --model-kwargs given."""
+    from ..publish.checkpoint_file import load_trained_model
+    with in_flag_terms(args, 'model'):
+        return load_trained_model(spec, args.model, args.model_kwargs)
 
 
-def _checkpoint_file(path: Path) -> Path:
-    """The checkpoint of a train.py run folder (last.pth.tar, else model_best.pth.tar), or the file itself."""
-    if not path.exists():
-        raise FileNotFoundError(2, 'no run folder or checkpoint', str(path))
-    if path.is_file():
-        return path
-    for name in _CHECKPOINTS:
-        if (path / name).is_file():
-            return path / name
-    raise FileNotFoundError(2, f'a train.py run folder holds {" or ".join(_CHECKPOINTS)}; none in', str(path))
-
-
-def _read_checkpoint(path: Path):
-    """read_checkpoint, with an OSError of a damaged file (a truncated zip: ``[Errno 22] Invalid argument``) said
-    as a CheckpointError naming the file; missing files and permissions keep their own errors."""
-    from ..errors import CheckpointError
-    from ..publish.hub import read_checkpoint
-    try:
-        return read_checkpoint(str(path))
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
-        raise
-    except OSError as e:
-        raise CheckpointError(f'{path}: cannot be read as a checkpoint, it is truncated or corrupt (OSError: '
-                              f'{e.strerror or e})') from e
-
-
-def _load(spec: str, args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], str, str, Dict[str, Any]]:
-    """(model in eval mode, the run's train.py arguments, a label, the model name, the arguments it was built
-    with) of a run folder or checkpoint."""
-    from ..publish.hub import build_validated_model
-    ckpt = _read_checkpoint(_checkpoint_file(Path(spec)))
-    name = args.model or ckpt.train_args.get('model')
-    if not name:
-        raise InvalidArgumentError(f'{spec}: the checkpoint does not record its model; give --model')
-    model, kwargs = build_validated_model(name, ckpt, args.model_kwargs)
+def _label(spec: str) -> str:
+    """A run's label: the run folder's name, or the checkpoint file's without .pth(.tar)."""
     path = Path(spec)
-    label = path.name if path.is_dir() else path.stem.replace('.pth', '')
-    return model, ckpt.train_args, label, name, kwargs
+    return path.name if path.is_dir() else path.stem.replace('.pth', '')
 
 
 def _safe(label: str) -> str:
@@ -73,56 +45,13 @@ def _write_csv(path: Path, rows: List[Dict[str, Any]]) -> None:
             writer.writerow({k: f'{v:.6g}' if isinstance(v, float) else v for k, v in row.items()})
 
 
-def _data_config(train_args: Dict[str, Any], model: Any) -> Dict[str, Any]:
-    """Evaluation transform settings: the run's (as train.py resolves them), else the model's own input size."""
-    from timm.data import resolve_data_config
-    args = dict(train_args)
-    if not args.get('input_size') and not args.get('img_size') and hasattr(model, 'img_size'):
-        args['input_size'] = (model.in_chans, *model.img_size)
-    return resolve_data_config(args, model=model)
-
-
 def _loader(args: argparse.Namespace, train_args: Dict[str, Any], config: Dict[str, Any]):
-    """Random mini-batches of the evaluation split (`random_batches` with --batch-seed): the same batches of the
-    same examples for every model."""
-    import torch
-    from timm.data import create_dataset, create_transform
-
-    from ..analysis import random_batches
-    data_dir = args.data_dir or train_args.get('data_dir')
-    if not data_dir:
-        raise InvalidArgumentError('give --data-dir (the run does not record its data_dir)')
-    if not Path(data_dir).exists():
-        raise FileNotFoundError(2, 'no data folder', str(data_dir))
-    split = args.split or train_args.get('val_split') or 'validation'
-    name = args.dataset if args.dataset is not None else train_args.get('dataset') or ''
-    _check_split(Path(data_dir), name, split)
-    dataset = create_dataset(name, root=data_dir, split=split, is_training=False)
-    dataset.transform = create_transform(**config, is_training=False)
-    count = len(dataset) if args.num_samples is None else min(args.num_samples, len(dataset))
-    if count < 4:
-        raise InvalidArgumentError(f'{data_dir} split {split!r} holds {count} examples; CKA needs at least 4')
-    batches = random_batches(len(dataset), args.batch_size, args.batch_seed, args.num_samples)
-    return torch.utils.data.DataLoader(dataset, batch_sampler=batches, num_workers=0)
-
-
-_FOLDER_DATASETS = ('', 'folder', 'image_folder', 'torch/folder', 'torch/image_folder')
-
-
-def _check_split(data_dir: Path, dataset: str, split: str) -> None:
-    """An image folder must hold the split's sub-folder (or one of timm's synonyms for it): timm falls back to the
-    whole folder, i.e. to other images, when it finds none."""
-    from timm.data.dataset_factory import _EVAL_SYNONYM, _TRAIN_SYNONYM
-    if dataset not in _FOLDER_DATASETS or not data_dir.is_dir():
-        return  # named datasets (torch/…, hfds/…) know their splits; a tar file is read as it is
-    base = split.split('[')[0]
-    names = [base] + [s for s in (_EVAL_SYNONYM if base in _EVAL_SYNONYM else _TRAIN_SYNONYM if base in _TRAIN_SYNONYM
-                                  else ()) if s != base]
-    if not any((data_dir / n).is_dir() for n in names):
-        present = sorted(p.name for p in data_dir.iterdir() if p.is_dir())[:8]
-        raise InvalidArgumentError(
-            f'--split {split!r}: {data_dir} has no sub-folder {" or ".join(names)} (it has: '
-            f'{", ".join(present) or "no sub-folders"}); timm would read the whole folder, other images, instead')
+    """Random mini-batches of the evaluation split (:func:`~timm_pkmixer.analysis.eval_data.eval_loader` with
+    --batch-seed): the same batches of the same examples for every model."""
+    from ..analysis.eval_data import eval_loader
+    with in_flag_terms(args, 'data_dir', 'split'):
+        return eval_loader(train_args, config, args.batch_size, args.batch_seed, args.num_samples,
+                           data_dir=args.data_dir, dataset=args.dataset, split=args.split)
 
 
 def _output_labels(specs: List[str], what: str) -> List[str]:
@@ -156,20 +85,23 @@ def _batches_with_progress(batches, label: str):
 
 def run_cka(args: argparse.Namespace) -> int:
     from ..analysis import cka_matrix
+    from ..analysis.eval_data import eval_data_config
     if args.batch_size < 4:
         raise InvalidArgumentError('--batch-size must be at least 4 (the unbiased HSIC)')
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    model_a, train_a, label_a, _, _ = _load(args.model_a, args)
-    config_a = _data_config(train_a, model_a)
+    a = _load(args.model_a, args)
+    model_a, train_a, label_a = a.model, a.train_args, _label(args.model_a)
+    config_a = eval_data_config(train_a, model_a)
     batches_a = _loader(args, train_a, config_a)
     desc_a = model_a.describe()
     summary = []
     labels_b = _output_labels(args.models_b, 'B')
     for spec, label_b in zip(args.models_b, labels_b):
-        model_b, train_b, _, _, _ = _load(spec, args)
-        config_b = _data_config(train_b, model_b)
+        b = _load(spec, args)
+        model_b = b.model
+        config_b = eval_data_config(b.train_args, model_b)
         batches_b = None if config_b == config_a else _loader(args, train_a, config_b)
         result = cka_matrix(model_a, model_b, _batches_with_progress(batches_a, f'{label_a} vs {label_b}'),
                             batches_b)
@@ -208,10 +140,10 @@ def _run_trained(args: argparse.Namespace, out: Path) -> None:
     from ..analysis import spectra_table
     everything = []
     for spec, label in zip(args.runs, _output_labels(args.runs, 'RUN')):
-        model, train_args, _, name, kwargs = _load(spec, args)
-        torch.manual_seed(int(train_args.get('seed') or 0))
-        init = timm.create_model(name, **kwargs)  # the same architecture, freshly initialised
-        table = spectra_table(model, init)
+        trained = _load(spec, args)
+        torch.manual_seed(int(trained.train_args.get('seed') or 0))
+        init = timm.create_model(trained.name, **trained.kwargs)  # the same architecture, freshly initialised
+        table = spectra_table(trained.model, init)
         _write_csv(out / f'spectra_{_safe(label)}.csv', table)
         everything += [dict(run=label, **row) for row in table]
         worst = max(table, key=lambda r: r['sv_max'] / r['edge_init'])

@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    from ..experiments.report import EXPERIMENTS
+    from ..experiments.sweep_tables import EXPERIMENTS
     p = add_command(subparsers, 'report', run,
                     help="train.py runs → report.csv, report.md, epochs.csv and the paper's figures",
                     description='Read timm train.py run folders (args.yaml + summary.csv, named anything, resumed or '

@@ -25,7 +25,9 @@ def _readings(items):
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import InvalidArgumentError
-    from ..experiments.sweep import SWEEP_EXPLAINED, SWEEP_RECORD, explain, plan_sweep, write_sweep
+    from ..experiments.sweep_plan import plan_sweep
+    from ..experiments.sweep_render import explain
+    from ..experiments.sweep_write import SWEEP_EXPLAINED, SWEEP_RECORD, write_sweep
     try:
         options = dict(experiment=args.experiment, permutations=args.permutation, seeds=args.seeds, omega=args.omega,
                        model_kwargs=args.model_kwargs, gamma=args.gamma, dims=args.dims, figure=args.figure,
@@ -57,8 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    from ..experiments.sweep import EXPERIMENTS
-    from ..experiments.sweep_tables import FIGURES
+    from ..experiments.sweep_tables import EXPERIMENTS, FIGURES
     p = add_command(subparsers, 'sweep', run,
                     help="write one train.py recipe per point (and seed) of one of the paper's experiments",
                     description="Write one train.py recipe per point and seed of one of the paper's experiments: "

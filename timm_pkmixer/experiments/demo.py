@@ -19,7 +19,7 @@ from ..validation import positive_int
 from .threads import choose_threads
 
 __all__ = ['DEFAULT_MODELS', 'SHAPES', 'write_shapes_dataset', 'DemoResult', 'run_demo', 'learned_threshold',
-           'accuracy_noise', 'reading', 'choose_threads']
+           'accuracy_noise', 'reading']
 
 DEFAULT_MODELS = ('s_mixer_rp_s64c64_32', 's_mixer_s64c64_32')
 SHAPES = ('circle', 'cross', 'square', 'triangle')

@@ -15,7 +15,7 @@ import yaml
 
 from ..errors import UserInputError
 from ..validation import positive_int
-from .run_folder import load_yaml, yaml_reason
+from .safe_yaml import load_yaml, yaml_reason
 
 __all__ = [
     'RecipeError', 'RecipeInfo', 'recipe_root', 'list_recipes', 'resolve_recipe', 'load_recipe', 'check_recipe_keys',
@@ -83,7 +83,7 @@ def resolve_recipe(name_or_path: str) -> Path:
 
 def load_recipe(path: str) -> Dict[str, Any]:
     """The recipe as a dict (safe YAML as train.py reads it, no Python tags; aliases bounded:
-    :func:`timm_pkmixer.experiments.run_folder.load_yaml`)."""
+    :func:`timm_pkmixer.experiments.safe_yaml.load_yaml`)."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(21, 'a recipe must be a YAML file, not a directory', str(path))

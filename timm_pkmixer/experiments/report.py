@@ -6,8 +6,9 @@ A run is what train.py writes into its output folder: ``args.yaml`` (every argum
 train.py's files (also behind ``pkmixer plot run``, ``push`` and ``analyze``):
 
 * **identity**: a run *is* its resolved configuration. Runs whose ``args.yaml`` agree on everything but the seed and
-  the bookkeeping keys (:data:`RUN_ONLY_KEYS`: name, output folder, resume, logging …; and the seed-tied model
-  arguments ``perm_seed`` / ``mask_seed``) form one group, whatever their names; names are only shown to people.
+  the bookkeeping keys (:data:`~timm_pkmixer.experiments.run_folder.RUN_ONLY_KEYS`: name, output folder, resume,
+  logging …; and the seed-tied model arguments ``perm_seed`` / ``mask_seed``) form one group, whatever their names;
+  names are only shown to people.
   Equal numbers are equal (``gamma: 4`` and ``gamma: 4.0`` are one configuration).
 * **the experiment** is named by what varies between the groups' models (see :func:`infer_experiment`), or given.
   Groups whose models are the same point of the figure but whose configurations differ elsewhere (another ``lr``,
@@ -38,27 +39,13 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import InvalidArgumentError, UserInputError
-from .run_folder import (
-    RUN_ONLY_KEYS,
-    SEED_MODEL_ARGS,
-    SEED_RANGE,
-    Run,
-    RunFileError,
-    epoch_ranges,
-    find_runs,
-    read_epochs_csv,
-    read_run,
-    read_summary,
-    scheduled_epochs,
-    write_epochs_csv,
-)
+from .epochs_csv import read_epochs_csv, write_epochs_csv
+from .run_folder import SEED_MODEL_ARGS, Run, RunFileError, epoch_ranges, find_runs, read_run
 from .sweep_tables import EXPERIMENTS
 
-__all__ = ['RUN_ONLY_KEYS', 'SEED_MODEL_ARGS', 'EXPERIMENTS', 'COLUMNS', 'SEED_RANGE', 'Run', 'Point', 'Listed',
-           'Report', 'LISTED_KINDS', 'read_run', 'read_summary', 'scheduled_epochs', 'find_runs', 'read_epochs_csv',
-           'infer_experiment', 'build_report', 'write_report', 'write_epochs_csv', 'FIGURES_HINT']
+__all__ = ['COLUMNS', 'Point', 'Listed', 'Report', 'LISTED_KINDS', 'infer_experiment', 'build_report', 'write_report',
+           'FIGURES_HINT']
 
-# the run folders' own files (args.yaml, summary.csv, epochs.csv) are read by .run_folder; importable here as before
 COLUMNS = ('experiment', 'point', 'model', 'num_blocks', 'num_tokens', 'embed_dim', 'width', 'permutation',
            'density', 'omega', 'gamma', 'patch_size', 'runs', 'seeds', 'epochs', 'top1_err_mean', 'top1_err_sd',
            'best_top1_err_mean', 'eval_loss_mean', 'note')

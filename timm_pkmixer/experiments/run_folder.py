@@ -4,9 +4,8 @@ A run folder is what train.py writes into ``--output/--experiment``: ``args.yaml
 ``summary.csv`` (a row per validated epoch, by ``timm.utils.update_summary``). This module reads them as train.py
 writes them:
 
-* **YAML** (args.yaml, recipes): :func:`load_yaml`, ``yaml.safe_load`` (no Python tags) whose aliases may not
-  expand a document beyond :data:`YAML_MAX_NODES` nodes or refer to a node that contains them (an alias bomb of a
-  few lines otherwise expands without end wherever the arguments are compared or printed).
+* **args.yaml** (:func:`read_args_yaml`): read by :func:`~timm_pkmixer.experiments.safe_yaml.load_yaml` (safe,
+  aliases bounded); ``model_kwargs`` must be a mapping (:func:`check_train_args`).
 * **summary.csv** (:func:`read_summary`): the header comes again after ``--resume`` into the same folder and an
   epoch may be written more than once (resumed from an earlier checkpoint): the last row written for an epoch wins.
   A row with a wrong field count, an empty cell, a value that is not a number or a non-integer epoch is a fault,
@@ -15,16 +14,15 @@ writes them:
   (:func:`scheduled_epochs`: timm's ``create_scheduler_v2``, as train.py counts them) and what keeps it from being a
   measurement (:func:`row_problem`: a top-1 outside [0, 100] or a non-finite value; a seed outside train.py's range);
   :func:`run_state`: finished, unfinished (epoch k of n), failed or not started.
-* this package's own files about runs: ``epochs.csv`` (:func:`write_epochs_csv`, :func:`read_epochs_csv`: every
-  run's epochs with its configuration, no machine path) and a sweep's ``sweep.json`` (:func:`read_sweep_record`).
+
+The package's own files about runs are written and read where they are made: the report's ``epochs.csv`` in
+:mod:`~timm_pkmixer.experiments.epochs_csv`, a sweep's ``sweep.json`` by the sweep writer.
 
 Every refusal is a :class:`RunFileError` naming the file (and the line and column where there is one).
 """
 import csv
-import json
 import math
 import os
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -32,14 +30,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import yaml
 
 from ..errors import InvalidArgumentError
+from .safe_yaml import load_yaml, yaml_reason
 
-__all__ = ['ARGS_YAML', 'SUMMARY_CSV', 'RUN_ONLY_KEYS', 'SEED_MODEL_ARGS', 'SEED_RANGE', 'YAML_MAX_NODES',
-           'RUN_STATUSES', 'RunFileError', 'YAMLAliasError', 'load_yaml', 'yaml_reason', 'read_args_yaml',
-           'check_train_args', 'Summary', 'read_summary', 'row_problem', 'scheduled_epochs', 'Run', 'make_run',
-           'read_run', 'find_runs', 'RunState', 'run_state', 'epoch_ranges', 'write_epochs_csv', 'read_epochs_csv',
-           'read_sweep_record']
+__all__ = ['ARGS_YAML', 'SUMMARY_CSV', 'CHECKPOINTS', 'RUN_ONLY_KEYS', 'SEED_MODEL_ARGS', 'SEED_RANGE', 'RUN_STATUSES',
+           'PathLike', 'RunFileError', 'read_args_yaml', 'check_train_args', 'Summary', 'read_summary', 'row_problem',
+           'scheduled_epochs', 'Run', 'make_run', 'read_run', 'find_runs', 'find_checkpoint', 'RunState', 'run_state',
+           'epoch_ranges']
 
 ARGS_YAML, SUMMARY_CSV = 'args.yaml', 'summary.csv'
+CHECKPOINTS = ('last.pth.tar', 'model_best.pth.tar')  # train.py's checkpoints of a run, the one taken first
 # args.yaml keys that say where or how a run was executed or logged, not what was trained
 RUN_ONLY_KEYS = ('seed', 'experiment', 'output', 'resume', 'no_resume_opt', 'start_epoch', 'log_interval',
                  'recovery_interval', 'checkpoint_hist', 'workers', 'pin_mem', 'device', 'local_rank',
@@ -48,7 +47,6 @@ RUN_ONLY_KEYS = ('seed', 'experiment', 'output', 'resume', 'no_resume_opt', 'sta
                  'world_size', 'distributed', 'save_images', 'eval_metric')
 SEED_MODEL_ARGS = ('perm_seed', 'mask_seed')  # model arguments sweeps tie to the training seed
 SEED_RANGE = (0, 2 ** 32 - 1)  # timm.utils.random_seed: np.random.seed(seed + rank) takes 0 … 2^32 − 1
-YAML_MAX_NODES = 10_000  # a document's nodes with its aliases expanded (or twice its own nodes, if more)
 RUN_STATUSES = ('not started', 'unfinished', 'finished', 'failed')
 # train.py's parser defaults for the keys its scheduler count reads (a made-up args.yaml may lack them)
 _SCHED_DEFAULTS = dict(sched='cosine', epochs=300, decay_epochs=90, decay_milestones=[90, 180, 270],
@@ -65,56 +63,7 @@ class RunFileError(InvalidArgumentError):
     the file, and the line and column where there is one."""
 
 
-# ------------------------------------------------------------------------------------------------- YAML
-
-class YAMLAliasError(yaml.composer.ComposerError):
-    """A YAML alias that expands the document beyond :data:`YAML_MAX_NODES` nodes, or refers to its own anchor."""
-
-
-class _BoundedSafeLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` counting each node's size with its aliases expanded, while composing."""
-
-    def compose_document(self) -> Any:
-        self._expanded: Dict[int, int] = {}   # id(node) → its node count, aliases expanded
-        return super().compose_document()
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            node = super().compose_node(parent, index)
-            if id(node) not in self._expanded:  # its anchor is still being composed: the alias is inside it
-                raise YAMLAliasError(None, None, f'the alias *{event.anchor} refers to a node that contains it',
-                                     event.start_mark)
-            return node
-        node = super().compose_node(parent, index)
-        if isinstance(node, yaml.MappingNode):
-            children = [n for pair in node.value for n in pair]
-        else:
-            children = node.value if isinstance(node, yaml.SequenceNode) else []
-        size = 1 + sum(self._expanded[id(c)] for c in children)
-        if size > max(YAML_MAX_NODES, 2 * len(self._expanded)):
-            raise YAMLAliasError(None, None, f'its aliases expand it to more than {YAML_MAX_NODES:,} nodes',
-                                 node.start_mark)
-        self._expanded[id(node)] = size
-        return node
-
-
-def load_yaml(text: str) -> Any:
-    """``yaml.safe_load(text)`` (no Python tags), refusing aliases that expand the document beyond
-    :data:`YAML_MAX_NODES` nodes or that refer to their own anchor (:class:`YAMLAliasError`). Raises
-    ``yaml.YAMLError``; :func:`yaml_reason` says it in one line."""
-    return yaml.load(text, Loader=_BoundedSafeLoader)  # noqa: S506 (a SafeLoader)
-
-
-def yaml_reason(error: BaseException) -> str:
-    """A YAML error in one line: ``ParserError: expected ',' or ']' … at line 2, column 1``."""
-    if isinstance(error, yaml.MarkedYAMLError) and error.problem:
-        mark = error.problem_mark
-        where = f' at line {mark.line + 1}, column {mark.column + 1}' if mark is not None else ''
-        context = f'{error.context}: ' if error.context else ''
-        return f'{type(error).__name__}: {context}{error.problem}{where}'
-    return f'{type(error).__name__}: {" ".join(str(error).split())}'
-
+# ------------------------------------------------------------------------------------------------- args.yaml
 
 def check_train_args(args: Dict[str, Any], source: str) -> Dict[str, Any]:
     """`args` (train.py's arguments, read from `source`) if its ``model_kwargs`` is a mapping (or none), as train.py's
@@ -391,6 +340,24 @@ def find_runs(paths: Sequence[PathLike]) -> List[Tuple[Path, str]]:
     return found
 
 
+def find_checkpoint(path: PathLike) -> Path:
+    """The checkpoint of a train.py run folder (the first of :data:`CHECKPOINTS` it holds), or `path` itself if it
+    is a file.
+
+    Raises:
+        FileNotFoundError: `path` does not exist, or is a folder that holds none of :data:`CHECKPOINTS`.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(2, 'no run folder or checkpoint', str(path))
+    if path.is_file():
+        return path
+    for name in CHECKPOINTS:
+        if (path / name).is_file():
+            return path / name
+    raise FileNotFoundError(2, f'a train.py run folder holds {" or ".join(CHECKPOINTS)}; none in', str(path))
+
+
 @dataclass(frozen=True)
 class RunState:
     """Where a run folder stands. `status`: one of :data:`RUN_STATUSES`; `epochs_done`: the epochs train.py has
@@ -440,124 +407,3 @@ def epoch_ranges(epochs: Sequence[int]) -> str:
             out.append(f'{start}' if start == e else f'{start}–{e}')
             start = None
     return ', '.join(out)
-
-
-# ------------------------------------------------------------------------------------------------- epochs.csv
-
-_EPOCHS_FIXED = ('run', 'seed', 'model', 'model_kwargs', 'epoch', 'config', 'read_problems')
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
-
-
-def _portable(args: Dict[str, Any]) -> Dict[str, Any]:
-    """args without bookkeeping and with every absolute path cut to its last component (no machine path)."""
-    out = {}
-    for k, v in args.items():
-        if k in RUN_ONLY_KEYS and k != 'seed':
-            continue
-        if isinstance(v, str) and os.path.isabs(v):
-            v = Path(v).name
-        out[k] = v
-    return out
-
-
-def write_epochs_csv(runs: Sequence[Run], path: PathLike) -> None:
-    """Every run's per-epoch metrics with its configuration, one row per (run, epoch): ``run, seed, model,
-    model_kwargs, epoch, <summary.csv columns>, config, read_problems``. ``config`` (on each run's first row only,
-    to keep the file small) is the run's args.yaml as JSON without the bookkeeping keys and with absolute paths cut
-    to their last component; a run without a summary row gets one row with an empty epoch. Values are written in
-    full (``repr``)."""
-    metrics: List[str] = []
-    for run in runs:
-        for row in run.epochs.values():
-            metrics += [k for k in row if k not in metrics]
-    with open(path, 'w', newline='') as f:
-        writer = csv.writer(f)
-        writer.writerow(['run', 'seed', 'model', 'model_kwargs', 'epoch', *metrics, 'config', 'read_problems'])
-        for run in runs:
-            head = [run.name, run.seed, run.model, _dump(run.model_kwargs)]
-            tail = [_dump(_portable(run.args)), ' | '.join(run.read_problems)]
-            for i, epoch in enumerate(sorted(run.epochs) or [None]):
-                row = run.epochs.get(epoch, {}) if epoch is not None else {}
-                writer.writerow([*head, '' if epoch is None else epoch,
-                                 *[repr(row[k]) if k in row else '' for k in metrics], *(tail if i == 0 else ['', ''])])
-
-
-def _epochs_line(path: Path, lineno: int, line: Dict[str, str], first: bool) -> Tuple[Optional[Dict], Optional[int],
-                                                                                       Dict[str, float]]:
-    """(the run's arguments if `first`, the epoch or None, the metrics) of one epochs.csv line."""
-    where = f'{path}, line {lineno}'
-    args = None
-    if first:
-        try:
-            args = json.loads(line['config'] or 'null')
-        except json.JSONDecodeError as e:
-            raise RunFileError(f'{where}: column config is not JSON ({e.msg} at character {e.pos + 1})') from None
-        if not isinstance(args, dict) or 'model' not in args:
-            raise RunFileError(f'{where}: column config of run {line["run"]!r} is not a train.py configuration '
-                               f'(a JSON object with a model)')
-        check_train_args(args, where)
-    try:
-        epoch = None if not line['epoch'] else int(line['epoch'])
-    except ValueError:
-        raise RunFileError(f'{where}: column \'epoch\' holds {line["epoch"]!r}, not an epoch number') from None
-    metrics: Dict[str, float] = {}
-    for key, text in line.items():
-        if key in _EPOCHS_FIXED or not text:
-            continue
-        try:
-            metrics[key] = float(text)
-        except ValueError:
-            raise RunFileError(f'{where}: column {key!r} holds {text!r}, not a number') from None
-    return args, epoch, metrics
-
-
-def read_epochs_csv(path: PathLike) -> List[Run]:
-    """The runs of an ``epochs.csv`` written by :func:`write_epochs_csv` (in its order).
-
-    Raises:
-        RunFileError: not such a file (columns), a config that is not JSON, a value that is not a number.
-    """
-    path = Path(path)
-    runs: OrderedDict[str, Tuple[Dict, Dict, List[str]]] = OrderedDict()
-    try:
-        with open(path, newline='', encoding='utf-8') as f:
-            reader = csv.DictReader(f)
-            if reader.fieldnames is None or not set(_EPOCHS_FIXED) <= set(reader.fieldnames):
-                raise RunFileError(f'{path}: not an epochs.csv of `pkmixer report` (columns '
-                                   f'{", ".join(_EPOCHS_FIXED)})')
-            for line in reader:
-                if None in line:
-                    raise RunFileError(f'{path}, line {reader.line_num}: more values than columns')
-                first = line['run'] not in runs
-                args, epoch, metrics = _epochs_line(path, reader.line_num, line, first)
-                if first:
-                    runs[line['run']] = (args, {}, [p for p in (line['read_problems'] or '').split(' | ') if p])
-                if epoch is not None:
-                    runs[line['run']][1][epoch] = metrics
-    except (UnicodeDecodeError, csv.Error) as e:
-        raise RunFileError(f'{path}: not an epochs.csv of `pkmixer report` ({type(e).__name__})') from None
-    return [make_run(name, args, epochs, problems) for name, (args, epochs, problems) in runs.items()]
-
-
-# ------------------------------------------------------------------------------------------------- sweep.json
-
-def read_sweep_record(path: PathLike) -> Dict[str, Any]:
-    """A sweep's ``sweep.json`` (``{"sweeps": [...]}``, as ``pkmixer sweep`` writes it).
-
-    Raises:
-        RunFileError: not JSON, or not an object whose ``sweeps`` is a list.
-    """
-    path = Path(path)
-    try:
-        record = json.loads(path.read_text(encoding='utf-8'))
-    except json.JSONDecodeError as e:
-        raise RunFileError(f'{path}: not JSON ({e.msg} at line {e.lineno}, column {e.colno}); '
-                           f'`pkmixer sweep` writes it, move it away to start a new record') from None
-    except UnicodeDecodeError:
-        raise RunFileError(f'{path}: not JSON (not a text file)') from None
-    if not isinstance(record, dict) or not isinstance(record.get('sweeps', []), list):
-        raise RunFileError(f'{path}: not a sweep record (a JSON object with a list of sweeps)')
-    return record

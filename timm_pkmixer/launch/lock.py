@@ -8,8 +8,9 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Mapping
 
+from ..experiments.atomic_json import write_json
 from .executors import holder_alive
-from .tasks import LaunchLockedError, launch_state_dir, write_json
+from .tasks import LaunchLockedError, launch_state_dir
 
 __all__ = ['read_lock', 'acquire_lock', 'update_lock', 'release_lock']
 

@@ -14,10 +14,12 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import yaml
 
 from ..errors import UserInputError
-from ..experiments.run_folder import load_yaml, run_state, yaml_reason
+from ..experiments.atomic_json import write_json
+from ..experiments.run_folder import run_state
+from ..experiments.safe_yaml import load_yaml, yaml_reason
 
 __all__ = ['STATE_DIR', 'STATES', 'LOG_TAIL', 'LaunchError', 'LaunchLockedError', 'Progress', 'run_progress',
-           'find_recipes', 'default_run_dir', 'launch_state_dir', 'write_json', 'write_record', 'read_record',
+           'find_recipes', 'default_run_dir', 'launch_state_dir', 'write_record', 'read_record',
            'log_tail', 'pid_alive', 'Task', 'plan_tasks', 'execute']
 
 STATE_DIR = 'launch'
@@ -98,14 +100,6 @@ def default_run_dir(recipe: Path, output: Optional[str] = None, experiment: Opti
 def launch_state_dir(folder: Path) -> Path:
     """Where `pkmixer launch` keeps a folder's lock, run records and logs (``FOLDER/launch``)."""
     return Path(folder) / STATE_DIR
-
-
-def write_json(path: Path, data: Mapping[str, Any]) -> None:
-    """`data` as JSON at `path`, replaced whole (written beside it, then renamed: a reader never sees half)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
-    tmp.write_text(json.dumps(data, indent=1) + '\n', encoding='utf-8')
-    os.replace(tmp, path)
 
 
 def write_record(state_dir: Path, name: str, **fields: Any) -> None:

@@ -20,8 +20,8 @@ from (:func:`weights_source`). ``timm.models.load_checkpoint(model, path)`` hand
 alone, so its error cannot name the file. A file timm cannot read at all (empty, truncated, text, a pickle of
 something that is no dict) fails inside timm's reader (``timm.models.load_state_dict``: safetensors'
 ``SafetensorError``, ``EOFError``, ``OSError``, ``KeyError``, ``AttributeError``), before any code of this package
-runs; ``pkmixer push`` / ``pkmixer expand`` read files with :func:`timm_pkmixer.publish.hub.read_checkpoint`,
-which names the file.
+runs; ``pkmixer push`` / ``pkmixer expand`` read files with
+:func:`timm_pkmixer.publish.checkpoint_file.read_checkpoint`, which names the file.
 """
 import re
 from typing import Any, Dict, List, Optional, Tuple

@@ -19,12 +19,12 @@ import torch
 from timm.models import clean_state_dict
 
 from ..catalog import check_model_kwargs, is_pkmixer_model
-from ..errors import CheckpointError, CheckpointMismatchError, InvalidArgumentError
-from ..experiments.run_folder import RunFileError, check_train_args, read_args_yaml
+from ..errors import ArgumentValueError, CheckpointError, CheckpointMismatchError, InvalidArgumentError
+from ..experiments.run_folder import RunFileError, check_train_args, find_checkpoint, read_args_yaml
 from ..layers.structure import DerivedStructure
 
 __all__ = ['TrainingCheckpoint', 'load_checkpoint_file', 'read_train_args', 'read_checkpoint', 'check_finite',
-           'check_digests', 'build_validated_model']
+           'check_digests', 'build_validated_model', 'TrainedModel', 'load_trained_model']
 
 
 @dataclass
@@ -221,3 +221,50 @@ def build_validated_model(
         hint = f'(built with {kwargs}; give the model arguments it was trained with)'
         raise type(e)(f'the weights in {ckpt.path} do not fit {model_name} {hint}: {e}') from e
     return model.eval(), kwargs
+
+
+@dataclass
+class TrainedModel:
+    """A trained model rebuilt from its run: `model` in eval mode, built as `name` with `kwargs`, and the run's
+    train.py arguments (`train_args`: {} where the checkpoint records none)."""
+    model: torch.nn.Module
+    name: str
+    kwargs: Dict[str, Any]
+    train_args: Dict[str, Any]
+
+
+def _read_damaged(path: Path) -> TrainingCheckpoint:
+    """:func:`read_checkpoint`, with an OSError of a damaged file (a truncated zip: ``[Errno 22] Invalid argument``)
+    said as a CheckpointError naming the file; missing files and permissions keep their own errors."""
+    try:
+        return read_checkpoint(str(path))
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
+        raise
+    except OSError as e:
+        raise CheckpointError(f'{path}: cannot be read as a checkpoint, it is truncated or corrupt (OSError: '
+                              f'{e.strerror or e})') from e
+
+
+def load_trained_model(
+        path: Any,
+        model_name: Optional[str] = None,
+        model_kwargs: Optional[Dict[str, Any]] = None,
+) -> TrainedModel:
+    """The model a train.py run folder (its checkpoint: :func:`~timm_pkmixer.experiments.run_folder.find_checkpoint`)
+    or a checkpoint file holds, built as it was trained and loaded strictly (:func:`build_validated_model`).
+
+    Args:
+        path: A run folder or a checkpoint file.
+        model_name: The architecture (default: the run's ``model``).
+        model_kwargs: Overrides of the run's model arguments.
+
+    Raises:
+        ArgumentValueError: (``model``) none given and the checkpoint records none.
+        CheckpointError: the checkpoint cannot be read or does not fit the model.
+    """
+    ckpt = _read_damaged(find_checkpoint(path))
+    name = model_name or ckpt.train_args.get('model')
+    if not name:
+        raise ArgumentValueError('model', f'must be given: {path} does not record its model')
+    model, kwargs = build_validated_model(name, ckpt, model_kwargs)
+    return TrainedModel(model, name, kwargs, ckpt.train_args)

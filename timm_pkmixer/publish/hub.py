@@ -28,11 +28,9 @@ from timm.models import save_for_hf
 
 from ..errors import InvalidArgumentError
 from ..models._common import TRAINING_ONLY_ARGS
-from .checkpoint_file import TrainingCheckpoint, build_validated_model, read_checkpoint, read_train_args
+from .checkpoint_file import TrainingCheckpoint, read_train_args
 
-__all__ = ['HubFolder', 'export_model_args', 'label_names_of_run', 'write_hub_folder', 'upload_to_hub', 'check_repo_id',
-           # reading and checking a checkpoint live in checkpoint_file; importable here as before
-           'TrainingCheckpoint', 'read_checkpoint', 'build_validated_model']
+__all__ = ['HubFolder', 'export_model_args', 'label_names_of_run', 'write_hub_folder', 'upload_to_hub', 'check_repo_id']
 
 # pretrained cfg entries that describe where other weights came from, not the pushed ones
 _SOURCE_CFG_KEYS = ('url', 'file', 'state_dict', 'hf_hub_id', 'hf_hub_filename', 'source', 'tag', 'origin_url',

@@ -1,0 +1,114 @@
+"""The report's ``epochs.csv``: every run's per-epoch metrics with its configuration, long form, no machine path.
+
+:func:`write_epochs_csv` writes it beside ``report.csv``; :func:`read_epochs_csv` reads it back into the runs it
+came from, so that ``pkmixer report`` rebuilds the same report (and figures) from the file alone. A file that is not
+one is a :class:`~timm_pkmixer.experiments.run_folder.RunFileError` naming the line and column.
+"""
+import csv
+import json
+import os
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .run_folder import RUN_ONLY_KEYS, PathLike, Run, RunFileError, check_train_args, make_run
+
+__all__ = ['write_epochs_csv', 'read_epochs_csv']
+
+_EPOCHS_FIXED = ('run', 'seed', 'model', 'model_kwargs', 'epoch', 'config', 'read_problems')
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _portable(args: Dict[str, Any]) -> Dict[str, Any]:
+    """args without bookkeeping and with every absolute path cut to its last component (no machine path)."""
+    out = {}
+    for k, v in args.items():
+        if k in RUN_ONLY_KEYS and k != 'seed':
+            continue
+        if isinstance(v, str) and os.path.isabs(v):
+            v = Path(v).name
+        out[k] = v
+    return out
+
+
+def write_epochs_csv(runs: Sequence[Run], path: PathLike) -> None:
+    """Every run's per-epoch metrics with its configuration, one row per (run, epoch): ``run, seed, model,
+    model_kwargs, epoch, <summary.csv columns>, config, read_problems``. ``config`` (on each run's first row only,
+    to keep the file small) is the run's args.yaml as JSON without the bookkeeping keys and with absolute paths cut
+    to their last component; a run without a summary row gets one row with an empty epoch. Values are written in
+    full (``repr``)."""
+    metrics: List[str] = []
+    for run in runs:
+        for row in run.epochs.values():
+            metrics += [k for k in row if k not in metrics]
+    with open(path, 'w', newline='') as f:
+        writer = csv.writer(f)
+        writer.writerow(['run', 'seed', 'model', 'model_kwargs', 'epoch', *metrics, 'config', 'read_problems'])
+        for run in runs:
+            head = [run.name, run.seed, run.model, _dump(run.model_kwargs)]
+            tail = [_dump(_portable(run.args)), ' | '.join(run.read_problems)]
+            for i, epoch in enumerate(sorted(run.epochs) or [None]):
+                row = run.epochs.get(epoch, {}) if epoch is not None else {}
+                writer.writerow([*head, '' if epoch is None else epoch,
+                                 *[repr(row[k]) if k in row else '' for k in metrics], *(tail if i == 0 else ['', ''])])
+
+
+def _epochs_line(path: Path, lineno: int, line: Dict[str, str], first: bool) -> Tuple[Optional[Dict], Optional[int],
+                                                                                       Dict[str, float]]:
+    """(the run's arguments if `first`, the epoch or None, the metrics) of one epochs.csv line."""
+    where = f'{path}, line {lineno}'
+    args = None
+    if first:
+        try:
+            args = json.loads(line['config'] or 'null')
+        except json.JSONDecodeError as e:
+            raise RunFileError(f'{where}: column config is not JSON ({e.msg} at character {e.pos + 1})') from None
+        if not isinstance(args, dict) or 'model' not in args:
+            raise RunFileError(f'{where}: column config of run {line["run"]!r} is not a train.py configuration '
+                               f'(a JSON object with a model)')
+        check_train_args(args, where)
+    try:
+        epoch = None if not line['epoch'] else int(line['epoch'])
+    except ValueError:
+        raise RunFileError(f'{where}: column \'epoch\' holds {line["epoch"]!r}, not an epoch number') from None
+    metrics: Dict[str, float] = {}
+    for key, text in line.items():
+        if key in _EPOCHS_FIXED or not text:
+            continue
+        try:
+            metrics[key] = float(text)
+        except ValueError:
+            raise RunFileError(f'{where}: column {key!r} holds {text!r}, not a number') from None
+    return args, epoch, metrics
+
+
+def read_epochs_csv(path: PathLike) -> List[Run]:
+    """The runs of an ``epochs.csv`` written by :func:`write_epochs_csv` (in its order).
+
+    Raises:
+        RunFileError: not such a file (columns), a config that is not JSON, a value that is not a number.
+    """
+    path = Path(path)
+    runs: OrderedDict[str, Tuple[Dict, Dict, List[str]]] = OrderedDict()
+    try:
+        with open(path, newline='', encoding='utf-8') as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames is None or not set(_EPOCHS_FIXED) <= set(reader.fieldnames):
+                raise RunFileError(f'{path}: not an epochs.csv of `pkmixer report` (columns '
+                                   f'{", ".join(_EPOCHS_FIXED)})')
+            for line in reader:
+                if None in line:
+                    raise RunFileError(f'{path}, line {reader.line_num}: more values than columns')
+                first = line['run'] not in runs
+                args, epoch, metrics = _epochs_line(path, reader.line_num, line, first)
+                if first:
+                    runs[line['run']] = (args, {}, [p for p in (line['read_problems'] or '').split(' | ') if p])
+                if epoch is not None:
+                    runs[line['run']][1][epoch] = metrics
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise RunFileError(f'{path}: not an epochs.csv of `pkmixer report` ({type(e).__name__})') from None
+    return [make_run(name, args, epochs, problems) for name, (args, epochs, problems) in runs.items()]
+

@@ -1,0 +1,122 @@
+"""Writing a sweep: :func:`write_sweep` writes one train.py recipe per point and seed of a planned sweep into a
+folder, and beside them ``sweep.json`` (:data:`SWEEP_RECORD`: the figure, every setting with its value and source,
+every point with its coordinates and files; one entry per sweep written into the folder, read back by
+:func:`read_sweep_record` and replaced whole) and ``SWEEP.md`` (:data:`SWEEP_EXPLAINED`: the explanation of each).
+Nothing already in the folder is overwritten.
+"""
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import yaml
+
+from ..errors import InvalidArgumentError
+from .atomic_json import write_json
+from .recipes import load_recipe, resolve_recipe
+from .run_folder import PathLike, RunFileError
+from .sweep_plan import SweepPlan, plan_sweep
+from .sweep_render import explain
+from .train_py import WANDB_GROUP_LINE
+
+__all__ = ['SWEEP_RECORD', 'SWEEP_EXPLAINED', 'read_sweep_record', 'write_sweep']
+
+SWEEP_RECORD, SWEEP_EXPLAINED = 'sweep.json', 'SWEEP.md'  # not *.yaml: `for r in DIR/*.yaml` trains recipes only
+
+
+def read_sweep_record(path: PathLike) -> Dict[str, Any]:
+    """A sweep's ``sweep.json`` (``{"sweeps": [...]}``, as ``pkmixer sweep`` writes it).
+
+    Raises:
+        RunFileError: not JSON, or not an object whose ``sweeps`` is a list.
+    """
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text(encoding='utf-8'))
+    except json.JSONDecodeError as e:
+        raise RunFileError(f'{path}: not JSON ({e.msg} at line {e.lineno}, column {e.colno}); '
+                           f'`pkmixer sweep` writes it, move it away to start a new record') from None
+    except UnicodeDecodeError:
+        raise RunFileError(f'{path}: not JSON (not a text file)') from None
+    if not isinstance(record, dict) or not isinstance(record.get('sweeps', []), list):
+        raise RunFileError(f'{path}: not a sweep record (a JSON object with a list of sweeps)')
+    return record
+
+
+def _record(plan: SweepPlan, files: Dict[str, List[str]]) -> Dict[str, Any]:
+    return dict(
+        recipe=plan.recipe, experiment=plan.experiment, figure=plan.figure.key if plan.figure else None,
+        figure_source=plan.figure_source, seeds=plan.seeds, readings=plan.readings,
+        settings=[dict(setting=s.name, value=s.value, source=s.source) for s in plan.settings],
+        differs_from_paper=plan.differs,
+        points=[dict(asdict(p), files=files[p.name]) for p in plan.points])
+
+
+def _wandb_keys(group: str, point: str, seed: int, project: Optional[str]) -> Dict[str, Any]:
+    """train.py's own W&B arguments: the point and seed as tags (with the group: train.py has no group argument;
+    `pkmixer train` hands the recipe's ``# wandb group:`` line to W&B as ``WANDB_RUN_GROUP``)."""
+    keys: Dict[str, Any] = dict(log_wandb=True, wandb_tags=[group, point, f'seed{seed}'])
+    if project:
+        keys['wandb_project'] = project
+    return keys
+
+
+def _existing(out: Path, plan: SweepPlan, add: bool) -> Dict[str, List[str]]:
+    """The recipe files of each point; refuses a folder that holds a sweep (unless `add`) or any of these files."""
+    if out.exists() and not out.is_dir():
+        raise InvalidArgumentError(f'out_dir {out} is a file')
+    existing = sorted(p.name for p in out.glob('*.yaml')) if out.is_dir() else []
+    if out.is_dir() and (out / SWEEP_RECORD).is_file():
+        existing.insert(0, SWEEP_RECORD)
+    if existing and not add:
+        raise InvalidArgumentError(f'out_dir {out} already holds a sweep ({len(existing)} YAML files, e.g. '
+                                   f'{existing[0]}); choose another folder or add to it with add=True')
+    names = {p.name: [f'{p.name}_seed{s}.yaml' for s in plan.seeds] for p in plan.points}
+    clash = sorted(set(existing) & {f for fs in names.values() for f in fs})
+    if clash:
+        raise InvalidArgumentError(f'out_dir {out} already holds {", ".join(clash[:3])}'
+                                   f'{" …" if len(clash) > 3 else ""}: adding would overwrite them')
+    return names
+
+
+def write_sweep(recipe: str, out_dir: str, add: bool = False, log_wandb: bool = False,
+                wandb_project: Optional[str] = None, **kwargs: Any) -> List[Path]:
+    """Write the recipes of a sweep (one per point and seed) and ``sweep.yaml`` into `out_dir`; returns the recipes.
+
+    The plan is :func:`plan_sweep`'s (every point checked to build before anything is written), so a sweep that
+    ``explain`` shows is one this writes. A folder that already holds a sweep (or other YAML files) is refused
+    unless `add`; even then no file is overwritten. `log_wandb`: every recipe logs to W&B (`wandb_project`),
+    grouped by the figure (else the experiment), tagged with its point and seed. Other arguments (`progress`
+    among them): :func:`plan_sweep`.
+    """
+    plan = plan_sweep(recipe, **kwargs)
+    out = Path(out_dir)
+    names = _existing(out, plan, add)
+    base = load_recipe(resolve_recipe(recipe))
+    record_path = out / SWEEP_RECORD
+    record = read_sweep_record(record_path) if record_path.is_file() else {}  # refused before anything is written
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for point in plan.points:
+        for seed in plan.seeds:
+            mk = dict(point.model_kwargs)
+            if point.seeded:
+                mk[point.seeded] = seed
+            name = f'{point.name}_seed{seed}'
+            cfg = {**base, **point.recipe, 'model': point.model, 'model_kwargs': mk, 'seed': seed,
+                   'experiment': name}
+            group = plan.figure.key if plan.figure else plan.experiment
+            cfg.update(_wandb_keys(group, point.name, seed, wandb_project) if log_wandb else {})
+            target = out / f'{name}.yaml'
+            header = (f'# {point.experiment} experiment, point {point.name}, seed {seed}'
+                      f'{f" ({plan.figure.title})" if plan.figure else ""}.\n'
+                      f'# Written by `pkmixer sweep {recipe}`; every setting and its source: {SWEEP_RECORD}.\n'
+                      + (f'{WANDB_GROUP_LINE} {group}\n' if log_wandb else ''))
+            target.write_text(header + yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding='utf-8')
+            paths.append(target)
+    sweeps = record.get('sweeps', []) + [_record(plan, names)]
+    write_json(record_path, {'sweeps': sweeps}, ensure_ascii=False, default=str)
+    explained = out / SWEEP_EXPLAINED
+    previous = explained.read_text(encoding='utf-8') + '\n' if explained.is_file() else ''
+    explained.write_text(previous + explain(plan), encoding='utf-8')
+    return paths
