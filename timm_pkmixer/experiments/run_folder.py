@@ -16,14 +16,20 @@ writes them:
   measurement (:func:`row_problem`: a top-1 outside [0, 100] or a non-finite value; a seed outside train.py's range);
   :func:`run_state`: finished, unfinished (epoch k of n), failed or not started.
 * this package's own files about runs: ``epochs.csv`` (:func:`write_epochs_csv`, :func:`read_epochs_csv`: every
-  run's epochs with its configuration, no machine path) and a sweep's ``sweep.json`` (:func:`read_sweep_record`).
+  run's epochs with its configuration, no machine path), a sweep's ``sweep.json`` (:func:`read_sweep_record`) and
+  the launch marker `pkmixer launch` writes into a run folder (:data:`LAUNCH_MARKER`, :func:`read_launch_marker`:
+  its owner and what it was asked to train; :func:`launch_changes`: what changed since, which makes a run stale).
+* train.py's epoch count kept with a launched run (:func:`schedule_record`), so that its state can be read without
+  torch (:func:`run_state_with_schedule`).
 
 Every refusal is a :class:`RunFileError` naming the file (and the line and column where there is one).
 """
 import csv
+import hashlib
 import json
 import math
 import os
+import stat
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +43,8 @@ __all__ = ['ARGS_YAML', 'SUMMARY_CSV', 'RUN_ONLY_KEYS', 'SEED_MODEL_ARGS', 'SEED
            'RUN_STATUSES', 'RunFileError', 'YAMLAliasError', 'load_yaml', 'yaml_reason', 'read_args_yaml',
            'check_train_args', 'Summary', 'read_summary', 'row_problem', 'scheduled_epochs', 'Run', 'make_run',
            'read_run', 'find_runs', 'RunState', 'run_state', 'epoch_ranges', 'write_epochs_csv', 'read_epochs_csv',
-           'read_sweep_record']
+           'read_sweep_record', 'LAUNCH_MARKER', 'LAUNCH_TRAIN_ARGS', 'SCHEDULE_KEYS', 'run_digest',
+           'read_launch_marker', 'launch_changes', 'schedule_record', 'run_state_with_schedule']
 
 ARGS_YAML, SUMMARY_CSV = 'args.yaml', 'summary.csv'
 # args.yaml keys that say where or how a run was executed or logged, not what was trained
@@ -561,3 +568,137 @@ def read_sweep_record(path: PathLike) -> Dict[str, Any]:
     if not isinstance(record, dict) or not isinstance(record.get('sweeps', []), list):
         raise RunFileError(f'{path}: not a sweep record (a JSON object with a list of sweeps)')
     return record
+
+
+# ------------------------------------------------------------------------------------------------- launch marker
+
+LAUNCH_MARKER = 'pkmixer_launch.json'  # in a run folder: which launched recipe owns it and what it asked to train
+LAUNCH_TRAIN_ARGS = ('launch', 'train_args.json')  # in a launched folder: the train.py arguments of its launches
+# the train.py arguments that its epoch count reads (timm's scheduler_kwargs and the loop's start)
+SCHEDULE_KEYS = (*_SCHED_DEFAULTS, 'start_epoch', 'lr_noise_pct', 'lr_noise_std', 'seed', 'lr_decay_fn',
+                 'lr_stable_timescale')
+
+
+def _regular_text(path: Path) -> Optional[str]:
+    """The text of `path` if it is a regular file (None if there is none); anything else (a FIFO, a device) is a
+    :class:`RunFileError`, never opened for a blocking read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise RunFileError(f'{path}: cannot be read ({e.strerror or e})') from None
+    with os.fdopen(fd, 'rb') as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RunFileError(f'{path}: not a regular file')
+        data = f.read(1 << 20)
+    try:
+        return data.decode('utf-8')
+    except UnicodeDecodeError:
+        raise RunFileError(f'{path}: not a text file') from None
+
+
+def run_digest(recipe_args: Dict[str, Any], train_args: Sequence[str]) -> str:
+    """What determines a launched run's result, as one digest: its recipe's keys and values (comments and layout
+    do not count) and the train.py arguments the launch gave every run (sha256 of their canonical JSON)."""
+    text = json.dumps(dict(recipe=recipe_args, train_args=list(train_args)), sort_keys=True, default=str,
+                      separators=(',', ':'))
+    return hashlib.sha256(text.encode('utf-8')).hexdigest()
+
+
+def read_launch_marker(run_dir: PathLike) -> Dict[str, Any]:
+    """A run folder's :data:`LAUNCH_MARKER` ({} when there is none): ``folder`` (the launched folder, relative to
+    the run folder), ``folder_id``, ``recipe`` (its file name there), and from the run's start ``digest``
+    (:func:`run_digest`), ``recipe_args`` and ``train_args``. Raises :class:`RunFileError` for one that cannot be
+    used."""
+    path = Path(run_dir) / LAUNCH_MARKER
+    text = _regular_text(path)
+    if text is None:
+        return {}
+    try:
+        marker = json.loads(text)
+    except ValueError:
+        marker = None
+    shape = dict(folder=str, folder_id=str, recipe=str, digest=(str, type(None)), recipe_args=(dict, type(None)),
+                 train_args=(list, type(None)))
+    if not isinstance(marker, dict) or any(not isinstance(marker.get(k), t) for k, t in shape.items()):
+        raise RunFileError(f'{path}: not the launch marker `pkmixer launch` writes (a JSON object with '
+                           f'{", ".join(shape)}); remove it if no launch is running this run')
+    return marker
+
+
+def _changed_keys(then: Dict[str, Any], now: Dict[str, Any]) -> List[str]:
+    keys = []
+    for k in sorted(set(then) | set(now)):
+        a, b = then.get(k), now.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys += [f'{k}.{sub}' for sub in _changed_keys(a, b)]
+        elif _dump(a) != _dump(b) or (k in then) != (k in now):
+            keys.append(k)
+    return keys
+
+
+def launch_changes(run_dir: PathLike) -> List[str]:
+    """What changed since a launched run started: the recipe's keys whose values changed (``model_kwargs.x`` inside
+    a mapping) and ``train.py arguments`` when the launch's arguments did; [] when nothing did, or when it cannot be
+    told (no marker, a marker from before the run's start, the recipe or its folder gone, moved apart)."""
+    run_dir = Path(run_dir)
+    marker = read_launch_marker(run_dir)
+    if not marker or marker.get('digest') is None:
+        return []
+    folder = run_dir / marker['folder']
+    try:
+        recipe_args = load_yaml(_regular_text(folder / marker['recipe']) or '')
+        saved = json.loads(_regular_text(folder.joinpath(*LAUNCH_TRAIN_ARGS)) or 'null')
+    except (RunFileError, yaml.YAMLError, ValueError):
+        return []
+    if not isinstance(recipe_args, dict):
+        return []
+    train_args = saved.get('train_args') if isinstance(saved, dict) else None
+    train_args = train_args if isinstance(train_args, list) else marker.get('train_args') or []
+    if run_digest(recipe_args, train_args) == marker['digest']:
+        return []
+    changed = _changed_keys(marker.get('recipe_args') or {}, recipe_args)
+    return changed + (['train.py arguments'] if train_args != (marker.get('train_args') or []) else [])
+
+
+# ------------------------------------------------------------------------------------------------- schedules
+
+def schedule_record(args: Dict[str, Any]) -> Dict[str, Any]:
+    """train.py's epoch count for `args` (:func:`scheduled_epochs`: imports torch and timm) with the arguments it
+    was computed from (:data:`SCHEDULE_KEYS`), as JSON, for :func:`run_state_with_schedule`."""
+    epochs, required = scheduled_epochs(args)
+    return dict(args=json.loads(_dump({k: args.get(k) for k in SCHEDULE_KEYS})), epochs=epochs,
+                required=list(required))
+
+
+def run_state_with_schedule(folder: PathLike, schedule: Dict[str, Any]) -> Optional[RunState]:
+    """:func:`run_state` without importing torch or timm: train.py's epoch count taken from `schedule`
+    (:func:`schedule_record`). None when the folder's args.yaml has other scheduler arguments than `schedule` was
+    computed for, or cannot be read: ask :func:`run_state` then."""
+    folder = Path(folder)
+    if not (folder / ARGS_YAML).is_file():
+        return RunState(folder, 'not started', reason=f'no {ARGS_YAML} in {folder}')
+    try:
+        args = read_args_yaml(folder / ARGS_YAML)
+    except RunFileError:
+        return None
+    if 'model' not in args or json.loads(_dump({k: args.get(k) for k in SCHEDULE_KEYS})) != schedule.get('args'):
+        return None
+    epochs: Dict[int, Dict[str, float]] = {}
+    problems: List[str] = []
+    if (folder / SUMMARY_CSV).is_file():
+        try:
+            summary = read_summary(folder / SUMMARY_CSV)
+            epochs, problems = summary.epochs, [f'{SUMMARY_CSV}, {f}' for f in summary.faults]
+        except (RunFileError, OSError) as e:
+            problems = [str(e)]
+    run = Run(folder.name, args, epochs, int(schedule['epochs']), tuple(schedule['required']),
+              read_problems=problems)
+    run.check()
+    done = max(epochs) + 1 if epochs else 0
+    if run.problems:
+        return RunState(folder, 'failed', done, run.scheduled, '; '.join(run.problems))
+    if run.finished:
+        return RunState(folder, 'finished', done, run.scheduled)
+    return RunState(folder, 'unfinished', done, run.scheduled, f'no summary row for epoch {epoch_ranges(run.missing)}')
