@@ -183,3 +183,12 @@ def test_the_run_process_is_started_with_no_import_in_the_child(tmp_path, monkey
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 15  # SIGTERM, set without an import
+
+
+@pytest.mark.parametrize('pid', [0, -1])
+def test_a_lock_naming_a_process_group_is_a_dead_holders(tmp_path, pid):
+    """0 and negative PIDs name process groups to os.kill (which then finds this one alive): never a holder."""
+    _write_lock(tmp_path, json.dumps(dict(pid=pid, host=socket.gethostname(), executor='local')))
+    path = acquire_lock(tmp_path, 'local')
+    assert json.loads(path.read_text())['pid'] == os.getpid()
+    release_lock(tmp_path)

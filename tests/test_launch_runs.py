@@ -327,3 +327,17 @@ def test_progress_on_stderr_and_a_closed_stdout_stops_no_run(tmp_path, data):
     assert '[pkmixer launch] checking recipe 2/2 (b.yaml)' in err
     status = _pkmixer('status', sweep)
     assert status.stdout.splitlines()[-1] == 'total 2: 0 pending, 0 running, 2 finished, 0 unfinished, 0 failed'
+
+
+@pytest.mark.parametrize('schedule', [dict(epochs='1', required=[0]), dict(epochs=1, required='0'), dict(epochs=1),
+                                      dict(epochs=1, required=[0], args={'epochs': 9})])
+def test_a_recorded_epoch_count_that_does_not_fit_is_not_used(launched, schedule):
+    """A record's epoch count (kept so that status needs no torch) is used only when it is what the launcher writes
+    and was computed for the run's own scheduler arguments; otherwise the run is counted anew."""
+    from timm_pkmixer.experiments.run_folder import run_state_with_schedule
+    from timm_pkmixer.launch.tasks import run_progress
+    run_dir = launched / 'runs' / 'a'
+    assert run_state_with_schedule(run_dir, schedule) is None
+    assert run_progress(run_dir, schedule).state == 'finished'
+    record = json.loads((launched / 'launch' / 'runs' / 'a.json').read_text())
+    assert run_state_with_schedule(run_dir, record['schedule']).status == 'finished'

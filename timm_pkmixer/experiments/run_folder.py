@@ -679,6 +679,10 @@ def run_state_with_schedule(folder: PathLike, schedule: Dict[str, Any]) -> Optio
     folder = Path(folder)
     if not (folder / ARGS_YAML).is_file():
         return RunState(folder, 'not started', reason=f'no {ARGS_YAML} in {folder}')
+    epochs_scheduled, required = schedule.get('epochs'), schedule.get('required')
+    if not isinstance(epochs_scheduled, int) or not isinstance(required, list) or \
+            not all(isinstance(e, int) for e in required):
+        return None  # not what schedule_record writes
     try:
         args = read_args_yaml(folder / ARGS_YAML)
     except RunFileError:
@@ -693,8 +697,7 @@ def run_state_with_schedule(folder: PathLike, schedule: Dict[str, Any]) -> Optio
             epochs, problems = summary.epochs, [f'{SUMMARY_CSV}, {f}' for f in summary.faults]
         except (RunFileError, OSError) as e:
             problems = [str(e)]
-    run = Run(folder.name, args, epochs, int(schedule['epochs']), tuple(schedule['required']),
-              read_problems=problems)
+    run = Run(folder.name, args, epochs, epochs_scheduled, tuple(required), read_problems=problems)
     run.check()
     done = max(epochs) + 1 if epochs else 0
     if run.problems:

@@ -39,7 +39,10 @@ def pid_alive(pid: Any, host: Any) -> bool:
     if host and host != socket.gethostname():
         return True
     try:
-        os.kill(int(pid), 0)
+        pid = int(pid)
+        if pid <= 0:
+            return False  # 0 and negative numbers name process groups, never a holder
+        os.kill(pid, 0)
     except (ProcessLookupError, ValueError, TypeError, OverflowError):
         return False
     except PermissionError:

@@ -161,7 +161,6 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
     `train_args` go to every run; each run gets ``--output`` / ``--experiment`` (its run folder, see
     :func:`default_run_dir`; `train_args` may set them too), ``--train-py`` and, when given, ``--threads``.
     """
-    from ..experiments.run_folder import schedule_record
     from ..experiments.train_py import find_train_py, prepare_train
     folder = Path(folder).absolute()
     recipes = find_recipes(folder)
@@ -187,8 +186,17 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
         argv = [*train_args, '--output', str(run_dir.parent), '--experiment', run_dir.name,
                 '--train-py', train_py_path, *(['--threads', str(threads)] if threads else [])]
         tasks.append(Task(recipe.stem, str(recipe), str(run_dir), tuple(argv), str(launch_state_dir(folder)), executor,
-                          nproc, schedule_record(vars(plan.args))))
+                          nproc, _schedule(vars(plan.args))))
     return tasks
+
+
+def _schedule(args: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """train.py's epoch count for `args`, kept with the run (None when it cannot be counted: status counts then)."""
+    from ..experiments.run_folder import schedule_record
+    try:
+        return schedule_record(args)
+    except (ValueError, TypeError, AssertionError, KeyError):
+        return None
 
 
 # ------------------------------------------------------------------------------------------------- a task's run
