@@ -287,6 +287,20 @@ def test_a_corrupt_run_record_is_named_with_what_to_do(sweep, cli, text, why):
     assert path.read_text() == text
 
 
+def test_a_corrupt_launch_marker_is_named_by_status_launch_and_report(sweep, cli):
+    path = sweep / 'runs' / 'a' / 'pkmixer_launch.json'
+    path.write_text('{"folder": 3}')
+    message = (f'{path}: not the launch marker `pkmixer launch` writes (a JSON object with folder, folder_id, recipe, '
+               f'digest, recipe_args, train_args); remove it if no launch is running this run')
+    for argv in (('status', sweep), ('launch', sweep, '--train-py', MINI)):
+        code, _, err = cli(*argv)
+        assert code == 2 and command_messages(err) == f'pkmixer {argv[0]}: error: {message}\n'
+    report = build_report([str(sweep / 'runs')])
+    assert report.unreadable == [('a', f'{path.name}: not the launch marker `pkmixer launch` writes (a JSON object '
+                                       f'with folder, folder_id, recipe, digest, recipe_args, train_args); remove it '
+                                       f'if no launch is running this run')]
+
+
 @pytest.mark.parametrize('which', ['record', 'log'])
 def test_a_fifo_in_place_of_a_record_or_log_is_named_not_waited_on(sweep, which):
     record = sweep / 'launch' / 'runs' / 'a.json'

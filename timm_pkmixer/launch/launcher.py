@@ -84,7 +84,7 @@ def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> 
     run_dir = Path(run_dir or record.get('run_dir') or default_run_dir(recipe))
     progress = run_progress(run_dir, record.get('schedule'))
     status = RunStatus(name, 'pending', str(run_dir), progress.done, progress.epochs)
-    status.changed = _changes(run_dir) if progress.state != 'absent' else []
+    status.changed = _changes(run_dir)  # reads its marker: one that cannot be used is named before any start
     where = f'SLURM job {record["job"]}' if record.get('job') else f'PID {record.get("pid")} on {record.get("host")}'
     if progress.state == 'finished':
         status.state = 'stale' if status.changed else 'finished'
