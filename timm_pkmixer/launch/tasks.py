@@ -25,6 +25,7 @@ from ..experiments.run_folder import (
     load_yaml,
     run_state,
     run_state_with_schedule,
+    schedule_record,
     yaml_reason,
 )
 from .errors import LaunchError, LaunchLockedError, RunFolderTakenError, StateFileError
@@ -192,7 +193,6 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
 
 def _schedule(args: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """train.py's epoch count for `args`, kept with the run (None when it cannot be counted: status counts then)."""
-    from ..experiments.run_folder import schedule_record
     try:
         return schedule_record(args)
     except (ValueError, TypeError, AssertionError, KeyError):
