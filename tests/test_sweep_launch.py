@@ -19,6 +19,8 @@ from PIL import Image
 from timm_pkmixer.cli import main as cli_main
 from timm_pkmixer.experiments.run_folder import find_runs
 
+from conftest import command_messages
+
 TESTS = Path(__file__).resolve().parent
 MINI = str(TESTS / 'mini_train_py.py')
 CLUSTER = TESTS / 'slurm' / 'cluster.sh'
@@ -265,9 +267,9 @@ def test_slurm_array_finishes_skips_resumes_cancelled_and_refuses_bad_partition(
     slurm_opts = ('--executor', 'slurm', '--partition', 'debug', '--cpus-per-run', '1')
 
     rc, _, err = _launch(capsys, sweep, '--executor', 'slurm', '--partition', 'nosuch')
-    assert rc == 2 and err.strip() == ('pkmixer launch: error: SLURM refused the job array (nothing was submitted): '
-                                       'invalid partition specified: nosuch; Batch job submission failed: Invalid '
-                                       'partition name specified')
+    assert rc == 2 and command_messages(err).strip() == (  # after the progress lines (each recipe checked)
+        'pkmixer launch: error: SLURM refused the job array (nothing was submitted): invalid partition specified: '
+        'nosuch; Batch job submission failed: Invalid partition name specified')
     assert not (sweep / 'launch' / 'runs').exists() and not (sweep / 'runs').exists()
     assert list((sweep / 'launch' / 'slurm').iterdir()) == [] and not (sweep / 'launch' / 'lock').exists()
 

@@ -1,7 +1,8 @@
 """`pkmixer launch DIR [--executor local|slurm] [executor options] [train.py args…]`: every recipe of a folder run
-through `pkmixer train`, on this machine or as one SLURM job array; a relaunch skips finished runs and resumes
-unfinished ones."""
+through `pkmixer train`, on this machine or as one SLURM job array; a relaunch skips finished runs, resumes
+unfinished ones and reuses the first launch's train.py arguments."""
 import argparse
+import contextlib
 import dataclasses
 import os
 import signal
@@ -53,8 +54,25 @@ def _make_executor(args: argparse.Namespace) -> Any:
     return cls(**given)
 
 
+def _say(stream: str, line: str) -> None:
+    """`line` on sys.`stream` (stdout: results; stderr: progress); once its reader has gone (``| head -1``) the
+    stream is pointed at /dev/null and nothing more is said there: the runs go on, the launcher still ends them."""
+    target = getattr(sys, stream)
+    if target is None:
+        return
+    try:
+        print(line, file=target, flush=True)
+    except (BrokenPipeError, ValueError):
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), target.fileno())
+
+
+def _progress(line: str) -> None:
+    _say('stderr', line)
+
+
 def _print_end(status: Any, k: int, n: int) -> None:
-    print(f'[pkmixer launch] {k}/{n} {status.line()}', flush=True)
+    _say('stdout', f'[pkmixer launch] {k}/{n} {status.line()}')
 
 
 def _argv(args: argparse.Namespace, rest: List[str]) -> List[str]:
@@ -66,6 +84,8 @@ def _argv(args: argparse.Namespace, rest: List[str]) -> List[str]:
             argv += [_flag(name), *map(str, value)] if isinstance(value, list) else [_flag(name), str(value)]
     argv += ['--train-py', args.train_py] if args.train_py else []
     argv += ['--retry-failed'] if args.retry_failed else []
+    argv += ['--new-train-args'] if args.new_train_args else []
+    argv += ['--rerun-stale'] if args.rerun_stale else []
     return argv + (['--', *rest] if rest else [])
 
 
@@ -95,39 +115,54 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def run(args: argparse.Namespace) -> int:
+def _skipped(result: Any) -> str:
+    skipped = ', '.join(f'{len(v)} {k}' for k, v in result.skipped.items() if v)
+    hints = [hint for key, hint in (('stale', '--rerun-stale reruns the stale (their recipe or train.py arguments '
+                                              'changed since they ran) into a fresh folder'),
+                                    ('failed', '--retry-failed reruns the failed')) if result.skipped.get(key)]
+    return f' (skipped: {skipped}{"; " + "; ".join(hints) if hints else ""})' if skipped else ''
+
+
+def _launch(args: argparse.Namespace, executor: Any, rest: List[str]) -> Any:
+    from ..errors import InvalidArgumentError
+    from ..launch.errors import TrainArgsChangedError
     from ..launch.launcher import launch
+    try:
+        with in_flag_terms(args, *_executor_options()):
+            return launch(Path(args.dir), executor, rest, args.train_py, args.retry_failed,
+                          not args.no_wait or not executor.detached, _print_end, new_train_args=args.new_train_args,
+                          rerun_stale=args.rerun_stale, progress=_progress)
+    except TrainArgsChangedError as e:
+        raise InvalidArgumentError(e.explain('--new-train-args')) from None
+
+
+def run(args: argparse.Namespace) -> int:
     executor = _make_executor(args)
     rest = [a for a in args.rest if a != '--']
-    names = tuple(_executor_options())
     if args.no_wait and not executor.detached and not os.environ.get(_BACKGROUND_ENV):
-        with in_flag_terms(args, *names):
+        with in_flag_terms(args, *_executor_options()):
             executor.check()
         return _background(args, _argv(args, rest))
     if threading_main():
         signal.signal(signal.SIGTERM, _raise_interrupt)  # a killed launcher stops its runs as Ctrl-C does
     try:
-        with in_flag_terms(args, *names):
-            result = launch(Path(args.dir), executor, rest, args.train_py, args.retry_failed,
-                            not args.no_wait or not executor.detached, _print_end)
+        result = _launch(args, executor, rest)
     except KeyboardInterrupt:
-        print(f'[pkmixer launch] interrupted: the runs on this machine are stopped (a batch job keeps running); a '
-              f'relaunch resumes the unfinished runs (`pkmixer status {args.dir}`)', file=sys.stderr)
+        _say('stderr', f'[pkmixer launch] interrupted: the runs on this machine are stopped (a batch job keeps '
+                       f'running); a relaunch resumes the unfinished runs (`pkmixer status {args.dir}`)')
         return 130
-    skipped = ', '.join(f'{len(v)} {k}' for k, v in result.skipped.items() if v)
-    skipped = f' (skipped: {skipped}{"; --retry-failed reruns the failed" if result.skipped["failed"] else ""})' \
-        if skipped else ''
+    skipped = _skipped(result)
     if not result.started:
-        print(f'[pkmixer launch] nothing to launch in {args.dir}{skipped}')
+        _say('stdout', f'[pkmixer launch] nothing to launch in {args.dir}{skipped}')
         return 0
     where = f' as SLURM job array {result.job}' if result.job else ''
     if args.no_wait and executor.detached:
-        print(f'[pkmixer launch] submitted {len(result.started)} runs{where}{skipped}; '
-              f'`pkmixer status {args.dir}` follows them')
+        _say('stdout', f'[pkmixer launch] submitted {len(result.started)} runs{where}{skipped}; '
+                       f'`pkmixer status {args.dir}` follows them')
         return 0
     done = sum(s.state == 'finished' for s in result.ended)
-    print(f'[pkmixer launch] {done} of {len(result.started)} runs finished{where}{skipped}; '
-          f'`pkmixer report {Path(args.dir) / "runs"}` reads them')
+    _say('stdout', f'[pkmixer launch] {done} of {len(result.started)} runs finished{where}{skipped}; '
+                   f'`pkmixer report {Path(args.dir) / "runs"}` reads them')
     return 0 if result.ok else 1
 
 
@@ -145,8 +180,11 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         description='Run every recipe of DIR (what `pkmixer sweep --out-dir DIR` writes) through `pkmixer train`, '
                     'each in its own process: on this machine (--workers, --gpus) or as one SLURM job array '
                     '(submitit). Runs land in DIR/runs/<recipe name> unless a recipe says otherwise. A relaunch '
-                    'skips finished runs, resumes unfinished ones from their last.pth.tar and reruns failed ones '
-                    'with --retry-failed.',
+                    'skips finished runs, resumes unfinished ones from their last.pth.tar, reruns failed ones '
+                    'with --retry-failed and stale ones (their recipe changed since they ran) with --rerun-stale, '
+                    'and gives every run the train.py arguments of the first launch (recorded in '
+                    'DIR/launch/train_args.json) unless --new-train-args. Progress (each recipe checked, each '
+                    "run's start and end with its log) goes to stderr, results to stdout.",
         epilog='Every other argument goes to train.py for every run (after `--` too, e.g. `-- --workers 4` for '
                "train.py's own --workers).")
     p.set_defaults(rest=[])
@@ -154,6 +192,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument('--executor', choices=list(EXECUTORS), default='local', help='where the runs go (default local)')
     p.add_argument('--train-py', default=None, help=f"path of timm's train.py (default: ${TRAIN_PY_ENV})")
     p.add_argument('--retry-failed', action='store_true', help='rerun the runs that failed (resuming when they can)')
+    p.add_argument('--new-train-args', action='store_true',
+                   help='change on purpose the train.py arguments recorded by the first launch of DIR (a relaunch '
+                        'without train.py arguments reuses them; with other ones it is refused without this flag)')
+    p.add_argument('--rerun-stale', action='store_true',
+                   help='rerun the stale runs (their recipe or train.py arguments changed since they started) into '
+                        'a fresh folder; the old one is moved aside to <run folder>.stale-<k>')
     p.add_argument('--no-wait', action='store_true', help='return once the runs are started')
     for name, entry in _executor_options().items():
         p.add_argument(_flag(name), dest=name, default=argparse.SUPPRESS,

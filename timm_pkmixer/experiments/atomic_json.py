@@ -3,10 +3,16 @@ sees half a file and a write that fails (a full disk, a kill) leaves the previou
 file the package rewrites in place (a sweep's ``sweep.json``, ``pkmixer launch``'s records and lock)."""
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-__all__ = ['write_json']
+__all__ = ['write_json', 'temporary_beside']
+
+
+def temporary_beside(path: Path) -> Path:
+    """A name beside `path` that no other process or thread writing `path` at the same time uses."""
+    return path.with_name(f'.{path.name}.{os.getpid()}.{threading.get_ident()}.tmp')
 
 
 def write_json(path: Union[str, 'os.PathLike[str]'], data: Any, ensure_ascii: bool = True,
@@ -17,7 +23,7 @@ def write_json(path: Union[str, 'os.PathLike[str]'], data: Any, ensure_ascii: bo
     path = Path(path)
     text = json.dumps(data, indent=1, ensure_ascii=ensure_ascii, default=default) + '\n'
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
+    tmp = temporary_beside(path)
     try:
         tmp.write_text(text, encoding='utf-8')
         os.replace(tmp, path)

@@ -22,6 +22,10 @@ train.py's files (also behind ``pkmixer plot run``, ``push`` and ``analyze``):
   column is listed with the reason (never empty) and averaged nowhere. A folder whose ``args.yaml`` cannot be read
   is named.
 
+* **current runs only**: a run that `pkmixer launch` ran from a recipe (or with train.py arguments) that has changed
+  since (its launch marker, :func:`~.launch_marker.launch_changes`) is *stale*: listed with what changed, and left out
+  of every group and of ``epochs.csv``.
+
 ``top1_err`` is 100 − ``eval_top1`` at the last scheduled epoch; ``best_top1_err`` uses the best epoch; sd is the
 sample standard deviation over seeds (n − 1). :func:`write_report` writes ``report.csv`` (every number in full),
 ``report.md`` (rounded for reading) and ``epochs.csv`` (every run's per-epoch metrics with its configuration, long
@@ -40,6 +44,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 
 from ..errors import InvalidArgumentError, UserInputError
 from .epochs_csv import read_epochs_csv, write_epochs_csv
+from .launch_marker import launch_changes
 from .run_folder import SEED_MODEL_ARGS, Run, RunFileError, epoch_ranges, find_runs, read_run
 from .sweep_tables import EXPERIMENTS
 
@@ -116,7 +121,7 @@ class Listed:
                              f'{self.reason!r}')
 
 
-LISTED_KINDS = ('no model', 'not a measurement', 'seed repeated', 'unfinished', 'differs elsewhere')
+LISTED_KINDS = ('no model', 'not a measurement', 'seed repeated', 'unfinished', 'differs elsewhere', 'stale')
 
 
 @dataclass
@@ -268,9 +273,17 @@ def _read_runs(b: _Building) -> None:
         for i, (folder, name) in enumerate(found):
             b.progress(f'{p}: reading run {i + 1}/{len(found)} ({name})')
             try:
-                b.report.runs.append(read_run(folder, name))
+                run, changed = read_run(folder, name), launch_changes(folder)
             except RunFileError as e:
                 b.report.unreadable.append((name, str(e).replace(f'{folder}{os.sep}', '')))  # the name says where
+                continue
+            if changed:  # `pkmixer launch` ran it from a recipe that has changed since: apart, in no table
+                b.report.listed.append(Listed(name, 'stale', f'stale: its recipe or the train.py arguments of its '
+                                                             f'launch changed since it ran ({", ".join(changed)}): '
+                                                             f'not averaged',
+                                              run.top1_err if run.finished and not run.problems else None))
+                continue
+            b.report.runs.append(run)
     if not b.report.runs and not b.report.unreadable:
         raise InvalidArgumentError(f'no train.py run folders (with args.yaml) under {", ".join(map(str, b.paths))}')
 

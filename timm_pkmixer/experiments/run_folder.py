@@ -17,10 +17,13 @@ writes them:
 
 The package's own files about runs are written and read where they are made: the report's ``epochs.csv`` in
 :mod:`~timm_pkmixer.experiments.epochs_csv`, a sweep's ``sweep.json`` by the sweep writer.
+* train.py's epoch count kept with a launched run (:func:`schedule_record`), so that its state can be read
+  without torch (:func:`run_state_with_schedule`).
 
 Every refusal is a :class:`RunFileError` naming the file (and the line and column where there is one).
 """
 import csv
+import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -35,7 +38,7 @@ from .safe_yaml import load_yaml, yaml_reason
 __all__ = ['ARGS_YAML', 'SUMMARY_CSV', 'CHECKPOINTS', 'RUN_ONLY_KEYS', 'SEED_MODEL_ARGS', 'SEED_RANGE', 'RUN_STATUSES',
            'PathLike', 'RunFileError', 'read_args_yaml', 'check_train_args', 'Summary', 'read_summary', 'row_problem',
            'scheduled_epochs', 'Run', 'make_run', 'read_run', 'find_runs', 'find_checkpoint', 'RunState', 'run_state',
-           'epoch_ranges']
+           'epoch_ranges', 'SCHEDULE_KEYS', 'schedule_record', 'run_state_with_schedule']
 
 ARGS_YAML, SUMMARY_CSV = 'args.yaml', 'summary.csv'
 CHECKPOINTS = ('last.pth.tar', 'model_best.pth.tar')  # train.py's checkpoints of a run, the one taken first
@@ -407,3 +410,57 @@ def epoch_ranges(epochs: Sequence[int]) -> str:
             out.append(f'{start}' if start == e else f'{start}–{e}')
             start = None
     return ', '.join(out)
+
+
+# the train.py arguments that its epoch count reads (timm's scheduler_kwargs and the loop's start)
+SCHEDULE_KEYS = (*_SCHED_DEFAULTS, 'start_epoch', 'lr_noise_pct', 'lr_noise_std', 'seed', 'lr_decay_fn',
+                 'lr_stable_timescale')
+
+
+def _canonical(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+# ------------------------------------------------------------------------------------------------- schedules
+
+def schedule_record(args: Dict[str, Any]) -> Dict[str, Any]:
+    """train.py's epoch count for `args` (:func:`scheduled_epochs`: imports torch and timm) with the arguments it
+    was computed from (:data:`SCHEDULE_KEYS`), as JSON, for :func:`run_state_with_schedule`."""
+    epochs, required = scheduled_epochs(args)
+    return dict(args=_canonical({k: args.get(k) for k in SCHEDULE_KEYS}), epochs=epochs,
+                required=list(required))
+
+
+def run_state_with_schedule(folder: PathLike, schedule: Dict[str, Any]) -> Optional[RunState]:
+    """:func:`run_state` without importing torch or timm: train.py's epoch count taken from `schedule`
+    (:func:`schedule_record`). None when the folder's args.yaml has other scheduler arguments than `schedule` was
+    computed for, or cannot be read: ask :func:`run_state` then."""
+    folder = Path(folder)
+    if not (folder / ARGS_YAML).is_file():
+        return RunState(folder, 'not started', reason=f'no {ARGS_YAML} in {folder}')
+    epochs_scheduled, required = schedule.get('epochs'), schedule.get('required')
+    if not isinstance(epochs_scheduled, int) or not isinstance(required, list) or \
+            not all(isinstance(e, int) for e in required):
+        return None  # not what schedule_record writes
+    try:
+        args = read_args_yaml(folder / ARGS_YAML)
+    except RunFileError:
+        return None
+    if 'model' not in args or _canonical({k: args.get(k) for k in SCHEDULE_KEYS}) != schedule.get('args'):
+        return None
+    epochs: Dict[int, Dict[str, float]] = {}
+    problems: List[str] = []
+    if (folder / SUMMARY_CSV).is_file():
+        try:
+            summary = read_summary(folder / SUMMARY_CSV)
+            epochs, problems = summary.epochs, [f'{SUMMARY_CSV}, {f}' for f in summary.faults]
+        except (RunFileError, OSError) as e:
+            problems = [str(e)]
+    run = Run(folder.name, args, epochs, epochs_scheduled, tuple(required), read_problems=problems)
+    run.check()
+    done = max(epochs) + 1 if epochs else 0
+    if run.problems:
+        return RunState(folder, 'failed', done, run.scheduled, '; '.join(run.problems))
+    if run.finished:
+        return RunState(folder, 'finished', done, run.scheduled)
+    return RunState(folder, 'unfinished', done, run.scheduled, f'no summary row for epoch {epoch_ranges(run.missing)}')

@@ -19,6 +19,7 @@ whether the tasks outlive the launcher (a batch system's do). Adding an executor
   runs under torchrun in its task.
 """
 import contextlib
+import dataclasses
 import io
 import os
 import queue
@@ -192,8 +193,7 @@ class SlurmTask:
         cpus = os.environ.get('SLURM_CPUS_PER_TASK')
         if cpus and cpus.isdigit() and '--threads' not in task.argv:
             threads = max(1, int(cpus) // max(1, task.nproc))
-            task = Task(task.name, task.recipe, task.run_dir, (*task.argv, '--threads', str(threads)),
-                        task.state_dir, task.executor, task.nproc)
+            task = dataclasses.replace(task, argv=(*task.argv, '--threads', str(threads)))
         return execute(task, job=f'{job}_{index}' if index is not None else job)
 
 

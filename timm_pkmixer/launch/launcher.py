@@ -17,12 +17,18 @@ epoch train.py runs has its summary row. A relaunch skips finished runs, resumes
 reruns failed ones only when asked (``retry_failed``).
 """
 
+import shlex
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from .executors import holder_alive
-from .lock import acquire_lock, read_lock, release_lock, update_lock
+from ..experiments.launch_marker import launch_changes
+from ..experiments.run_folder import RunFileError
+from .errors import StateFileError
+from .lock import acquire_lock, holder_alive, read_lock, release_lock, update_lock
+from .ownership import move_aside
+from .records import read_train_args, settle_train_args
 from .tasks import (
     LaunchError,
     Task,
@@ -35,14 +41,17 @@ from .tasks import (
     run_progress,
 )
 
-__all__ = ['RunStatus', 'run_status', 'read_status', 'LaunchResult', 'launch']
+__all__ = ['RunStatus', 'run_status', 'read_status', 'read_launch_train_args', 'LaunchResult', 'launch']
+
+Say = Callable[[str], None]
 
 
 # ------------------------------------------------------------------------------------------------- status
 
 @dataclass
 class RunStatus:
-    """A run as `pkmixer status` shows it: `state` one of :data:`STATES`."""
+    """A run as `pkmixer status` shows it: `state` one of :data:`STATES`; `changed`: what changed in its recipe
+    (keys) or the launch's train.py arguments since it started (a finished one is then ``stale``)."""
     name: str
     state: str
     run_dir: str
@@ -50,6 +59,7 @@ class RunStatus:
     epochs: int = 0
     detail: str = ''
     log: List[str] = field(default_factory=list)   # a failed run's last log lines
+    changed: List[str] = field(default_factory=list)
 
     def line(self) -> str:
         state = f'unfinished (epoch {self.done} of {self.epochs})' if self.state == 'unfinished' else self.state
@@ -60,25 +70,38 @@ class RunStatus:
         return asdict(self)
 
 
+def _changes(run_dir: Path) -> List[str]:
+    try:
+        return launch_changes(run_dir)
+    except RunFileError as e:
+        raise StateFileError(str(e)) from None
+
+
 def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> RunStatus:
-    """One run's state from its record, its holder (alive or not) and its run folder (default: the record's,
-    else the recipe's)."""
+    """One run's state from its record, its holder (alive or not), its run folder (default: the record's, else the
+    recipe's) and its launch marker (a finished run whose recipe changed since it started is ``stale``)."""
     name = Path(recipe).stem
     record = read_record(state_dir, name)
     run_dir = Path(run_dir or record.get('run_dir') or default_run_dir(recipe))
-    progress = run_progress(run_dir)
+    progress = run_progress(run_dir, record.get('schedule'))
     status = RunStatus(name, 'pending', str(run_dir), progress.done, progress.epochs)
+    status.changed = _changes(run_dir)  # reads its marker: one that cannot be used is named before any start
     where = f'SLURM job {record["job"]}' if record.get('job') else f'PID {record.get("pid")} on {record.get("host")}'
     if progress.state == 'finished':
-        status.state = 'finished'
+        status.state = 'stale' if status.changed else 'finished'
+        if status.changed:
+            status.detail = f'changed since it ran: {", ".join(status.changed)}'
     elif record.get('state') in ('queued', 'running') and holder_alive(record):
         status.state = 'running' if record['state'] == 'running' else 'pending'
         status.detail = where if record['state'] == 'running' else f'queued: {where}'
     elif record.get('state') == 'failed':
-        status.state, status.detail = 'failed', f'exit status {record.get("returncode")}'
+        status.state, status.detail = 'failed', record.get('reason') or f'exit status {record.get("returncode")}'
         status.log = log_tail(Path(state_dir) / 'logs' / f'{name}.log')
     elif progress.state == 'unfinished':
         status.state = 'unfinished'
+        if status.changed:
+            status.detail = (f'changed since it started: {", ".join(status.changed)}; a relaunch resumes it as it is '
+                             f'now')
     return status
 
 
@@ -87,17 +110,28 @@ def read_status(folder: Path) -> List[RunStatus]:
     return [run_status(recipe, launch_state_dir(folder)) for recipe in find_recipes(folder)]
 
 
+def read_launch_train_args(folder: Path) -> Optional[List[str]]:
+    """The train.py arguments the folder's launches give every run (None: never launched since they are
+    recorded)."""
+    return read_train_args(launch_state_dir(folder))
+
+
 # ------------------------------------------------------------------------------------------------- launch
 
 @dataclass
 class LaunchResult:
-    """What a launch did: the runs it `started`, those it `skipped` (finished; failed without retry_failed; still
-    running or queued by an earlier launch whose job or process lives), the batch `job` (SLURM's id) and, when it
-    waited, how each started run `ended`."""
+    """What a launch did: the runs it `started`, those it `skipped` (finished; stale — finished, and its recipe or
+    the train.py arguments changed since — without rerun_stale; failed without retry_failed; still running or
+    queued by an earlier launch whose job or process lives), the stale run folders it `moved` aside to rerun, the
+    `train_args` every run got (`reused`: the recorded ones, none being given), the batch `job` (SLURM's id) and,
+    when it waited, how each started run `ended`."""
     started: List[Task]
     skipped: Dict[str, List[str]]
     job: Optional[str] = None
     ended: List[RunStatus] = field(default_factory=list)
+    moved: List[Tuple[str, Path]] = field(default_factory=list)
+    train_args: List[str] = field(default_factory=list)
+    reused: bool = False
 
     @property
     def ok(self) -> bool:
@@ -105,67 +139,131 @@ class LaunchResult:
         return all(s.state == 'finished' for s in self.ended)
 
 
-def _todo(tasks: Sequence[Task], retry_failed: bool) -> Tuple[List[Task], Dict[str, List[str]]]:
+def _todo(tasks: Sequence[Task], retry_failed: bool, rerun_stale: bool) -> Tuple[List[Task], Dict[str, List[str]],
+                                                                               List[Task]]:
+    """(the tasks to start, the skipped by why, those of them whose stale run folder is moved aside first)."""
     todo: List[Task] = []
-    skipped: Dict[str, List[str]] = {'finished': [], 'failed': [], 'running': []}
+    fresh: List[Task] = []
+    skipped: Dict[str, List[str]] = {'finished': [], 'stale': [], 'failed': [], 'running': []}
     for task in tasks:
         status = run_status(Path(task.recipe), Path(task.state_dir), task.run_dir)
         if status.state == 'running' or status.detail.startswith('queued'):  # still held by an earlier launch's job
             skipped['running'].append(task.name)
-        elif status.state == 'finished' or (status.state == 'failed' and not retry_failed):
+        elif status.changed and rerun_stale and status.state in ('stale', 'unfinished', 'failed'):
+            todo.append(task)
+            fresh.append(task)
+        elif status.state in ('finished', 'stale') or (status.state == 'failed' and not retry_failed):
             skipped[status.state].append(task.name)
         else:
             todo.append(task)
-    return todo, skipped
+    return todo, skipped, fresh
+
+
+class _StartWatcher:
+    """Says each run's start with its log (its record turns ``running``), read from the records every `poll_s`:
+    the same for every executor, a local worker or a SLURM array task."""
+
+    def __init__(self, tasks: Sequence[Task], say: Say, poll_s: float = 0.5):
+        self.tasks, self.say, self.poll_s = list(tasks), say, poll_s
+        self.seen: Set[str] = set()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name='pkmixer-launch-starts', daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        while not self.stop.wait(self.poll_s):
+            for task in [t for t in self.tasks if t.name not in self.seen]:
+                try:
+                    record = read_record(Path(task.state_dir), task.name)
+                except LaunchError:
+                    continue
+                if record.get('state') == 'running':
+                    self.seen.add(task.name)
+                    where = (f'SLURM job {record["job"]}' if record.get('job') else f'PID {record.get("pid")}')
+                    self.say(f'[pkmixer launch] started {task.name} ({where}; log {_log_path(task)})')
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def _log_path(task: Task) -> Path:
+    return Path(task.state_dir) / 'logs' / f'{task.name}.log'
+
+
+def _start_and_wait(folder: Path, executor: Any, todo: List[Task], result: LaunchResult, wait: bool,
+                    on_end: Optional[Callable[[RunStatus, int, int], None]], say: Say) -> bool:
+    """Start `todo` and, with `wait`, wait for every run; returns whether the lock stays (a batch job holds it)."""
+    batch = executor.start(todo)
+    result.job = batch.job
+    if batch.job:  # from here the batch job holds the folder, whatever becomes of this process
+        update_lock(folder, job=batch.job, pid=None)
+    if not wait:
+        return bool(batch.job)
+    watcher = _StartWatcher(todo, say)
+
+    def ended(task: Task, returncode: Optional[int]) -> None:
+        status = run_status(Path(task.recipe), Path(task.state_dir), task.run_dir)
+        if returncode is None and not status.detail:
+            status.detail = 'ended unseen (cancelled?)'
+        result.ended.append(status)
+        say(f'[pkmixer launch] ended {task.name}: {status.line().splitlines()[0].split(": ", 1)[1]} '
+            f'(log {_log_path(task)})')
+        if on_end:
+            on_end(status, len(result.ended), len(todo))
+    try:
+        batch.wait(ended)
+    except BaseException:
+        batch.stop()
+        raise
+    finally:
+        watcher.close()
+    if batch.job and read_lock(folder).get('job') == batch.job:
+        (launch_state_dir(folder) / 'lock').unlink(missing_ok=True)  # every task has left the queue
+    return bool(batch.job)
 
 
 def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py: Optional[str] = None,
            retry_failed: bool = False, wait: bool = True,
-           on_end: Optional[Callable[[RunStatus, int, int], None]] = None) -> LaunchResult:
-    """Run every recipe of `folder` that is not finished (nor failed, unless `retry_failed`) with `executor`
-    (an instance of an :data:`~timm_pkmixer.launch.executors.EXECUTORS` class), `train_args` applying to
-    every run; with `wait`, return when all have ended, calling ``on_end(status, k, n)`` as the k-th of n ends.
+           on_end: Optional[Callable[[RunStatus, int, int], None]] = None, new_train_args: bool = False,
+           rerun_stale: bool = False, progress: Optional[Say] = None) -> LaunchResult:
+    """Run every recipe of `folder` that is not finished (nor failed, unless `retry_failed`; nor stale, unless
+    `rerun_stale`: its run folder is then moved aside to ``<name>.stale-<k>`` and the run starts afresh) with
+    `executor` (an instance of an :data:`~timm_pkmixer.launch.executors.EXECUTORS` class), `train_args` applying
+    to every run; with `wait`, return when all have ended, calling ``on_end(status, k, n)`` as the k-th of n ends.
 
-    Raises :class:`LaunchLockedError` when the folder is being launched, :class:`LaunchError` for a folder, recipe
-    or executor option that cannot be used (nothing is started then).
+    The first launch records `train_args` (``DIR/launch/train_args.json``); a relaunch given none reuses them, given
+    others is refused (:class:`TrainArgsChangedError`, each difference named) unless `new_train_args`. `progress`
+    gets a line per recipe checked and per run started and ended (with its log).
+
+    Raises :class:`LaunchLockedError` when the folder is being launched, :class:`LaunchError` for a folder, recipe,
+    run folder, record or executor option that cannot be used (nothing is started then).
     """
     folder = Path(folder).absolute()
+    say = progress or (lambda message: None)
     executor.check()
     find_recipes(folder)  # before the lock: nothing is written into a folder that is not one of recipes
     if not wait and not executor.detached:
-        raise LaunchError(f'the runs of --executor {executor.name} end with their launcher: wait for them, or run '
+        raise LaunchError(f'the runs of executor {executor.name} end with their launcher: wait for them, or run '
                           f'the launcher in the background')
     acquire_lock(folder, executor.name)
     keep_lock = False
     try:
+        args, reused = settle_train_args(launch_state_dir(folder), list(train_args), new_train_args)
+        if reused:
+            say(f'[pkmixer launch] every run gets the train.py arguments of the earlier launches: {shlex.join(args)}')
         plan = executor.plan()
-        tasks = plan_tasks(folder, train_args, train_py, executor.name, plan['nproc'], plan['threads'])
-        todo, skipped = _todo(tasks, retry_failed)
-        result = LaunchResult(todo, skipped)
+        tasks = plan_tasks(folder, args, train_py, executor.name, plan['nproc'], plan['threads'], say)
+        todo, skipped, fresh = _todo(tasks, retry_failed, rerun_stale)
+        result = LaunchResult(todo, skipped, train_args=args, reused=reused)
         if not todo:
             return result
-        batch = executor.start(todo)
-        result.job = batch.job
-        if batch.job:  # from here the batch job holds the folder, whatever becomes of this process
-            update_lock(folder, job=batch.job, pid=None)
-            keep_lock = True
-        if not wait:
-            return result
-
-        def ended(task: Task, returncode: Optional[int]) -> None:
-            status = run_status(Path(task.recipe), Path(task.state_dir), task.run_dir)
-            if returncode is None and not status.detail:
-                status.detail = 'ended unseen (cancelled?)'
-            result.ended.append(status)
-            if on_end:
-                on_end(status, len(result.ended), len(todo))
-        try:
-            batch.wait(ended)
-        except BaseException:
-            batch.stop()
-            raise
-        if batch.job and read_lock(folder).get('job') == batch.job:
-            (launch_state_dir(folder) / 'lock').unlink(missing_ok=True)  # every task has left the queue
+        for task in todo:  # a FIFO or device in place of a run's log is named before anything starts
+            log_tail(_log_path(task), 1)
+        for task in fresh:
+            result.moved.append((task.name, move_aside(Path(task.run_dir))))
+            say(f'[pkmixer launch] {task.name} is stale: its run folder moved aside to {result.moved[-1][1]}')
+        keep_lock = _start_and_wait(folder, executor, todo, result, wait, on_end, say)
         return result
     finally:
         if not keep_lock:

@@ -1,39 +1,38 @@
 """One run of `pkmixer launch` as a task: its recipe and run folder, its record and log in the folder's
 ``launch/`` state, and its process (:func:`execute`, which resumes an unfinished run from its ``last.pth.tar``).
 Executors (:mod:`.executors`) run tasks; :mod:`.launch` plans, locks and reports them."""
-import json
+import ctypes
+import dataclasses
+import functools
 import os
+import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import yaml
 
 from ..errors import UserInputError
-from ..experiments.atomic_json import write_json
-from ..experiments.run_folder import run_state
+from ..experiments.launch_marker import launch_changes
+from ..experiments.run_folder import ARGS_YAML, SUMMARY_CSV, run_state, run_state_with_schedule, schedule_record
 from ..experiments.safe_yaml import load_yaml, yaml_reason
+from .errors import LaunchError, LaunchLockedError, RunFolderTakenError, StateFileError
+from .liveness import pid_alive
+from .ownership import claim, mark_start, owner_problem
+from .records import STATE_DIR, folder_id, launch_state_dir, read_record, read_train_args, write_record
+from .state_files import open_log, open_regular
 
 __all__ = ['STATE_DIR', 'STATES', 'LOG_TAIL', 'LaunchError', 'LaunchLockedError', 'Progress', 'run_progress',
            'find_recipes', 'default_run_dir', 'launch_state_dir', 'write_record', 'read_record',
            'log_tail', 'pid_alive', 'Task', 'plan_tasks', 'execute']
 
-STATE_DIR = 'launch'
-STATES = ('pending', 'running', 'finished', 'unfinished', 'failed')
+STATES = ('pending', 'running', 'finished', 'unfinished', 'failed', 'stale')
 LOG_TAIL = 5
-
-
-class LaunchError(UserInputError, ValueError):
-    """A folder that cannot be launched (no recipes, a file that is not a recipe, an executor that is not there,
-    a batch system's refusal); the message names the file or option."""
-
-
-class LaunchLockedError(LaunchError):
-    """The folder is being launched already (the holder is named)."""
 
 
 # ------------------------------------------------------------------------------------------------- run folders
@@ -47,11 +46,26 @@ class Progress:
     epochs: int = 0
 
 
-def run_progress(run_dir: Path) -> Progress:
+def _check_regular(run_dir: Path) -> None:
+    for name in (ARGS_YAML, SUMMARY_CSV):
+        try:
+            mode = os.stat(run_dir / name).st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode):
+            raise StateFileError(f'{run_dir / name} is not a regular file: train.py writes it; move it away')
+
+
+def run_progress(run_dir: Path, schedule: Optional[Mapping[str, Any]] = None) -> Progress:
     """A run folder's progress, finished as `pkmixer report` defines it (every epoch train.py runs is there): read
     by :func:`.run_folder.run_state`, the one reader of run folders; a folder that is started and not finished
-    (whatever its fault) is ``unfinished``, to be resumed."""
-    state = run_state(Path(run_dir))
+    (whatever its fault) is ``unfinished``, to be resumed. With the `schedule` recorded when the run started
+    (:func:`.run_folder.schedule_record`), and args.yaml asking for the same epochs, neither torch nor timm is
+    imported. A special file in place of args.yaml or summary.csv is a :class:`StateFileError`."""
+    run_dir = Path(run_dir)
+    _check_regular(run_dir)
+    state = run_state_with_schedule(run_dir, dict(schedule)) if schedule else None
+    state = state or run_state(run_dir)
     if state.status == 'not started':
         return Progress('absent')
     return Progress('finished' if state.status == 'finished' else 'unfinished', state.epochs_done,
@@ -95,39 +109,16 @@ def default_run_dir(recipe: Path, output: Optional[str] = None, experiment: Opti
     return (Path(output) / str(experiment)).absolute()
 
 
-# ------------------------------------------------------------------------------------------------- records
-
-def launch_state_dir(folder: Path) -> Path:
-    """Where `pkmixer launch` keeps a folder's lock, run records and logs (``FOLDER/launch``)."""
-    return Path(folder) / STATE_DIR
-
-
-def write_record(state_dir: Path, name: str, **fields: Any) -> None:
-    """Update run `name`'s record (``runs/<name>.json``) with `fields` and the time."""
-    path = Path(state_dir) / 'runs' / f'{name}.json'
-    record = {**read_record(state_dir, name), **fields, 'time': time.time()}
-    write_json(path, record)
-
-
-def read_record(state_dir: Path, name: str) -> Dict[str, Any]:
-    path = Path(state_dir) / 'runs' / f'{name}.json'
-    try:
-        return json.loads(path.read_text(encoding='utf-8'))
-    except (OSError, ValueError):
-        return {}
-
-
-def pid_alive(pid: Any, host: Any) -> bool:
-    """Whether process `pid` on `host` is alive (another host's process is taken to be)."""
-    if host and host != socket.gethostname():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except (ProcessLookupError, ValueError, TypeError):
-        return False
-    except PermissionError:
-        return True
-    return True
+def log_tail(path: Path, lines: int = LOG_TAIL) -> List[str]:
+    """The last `lines` non-blank lines of a log (its last 16 KiB read); none if there is no log. A special file
+    in its place is a :class:`StateFileError`."""
+    fd = open_regular(Path(path), os.O_RDONLY, 'a run log', 'remove it if no launch is running')
+    if fd is None:
+        return []
+    with os.fdopen(fd, 'rb') as f:
+        f.seek(max(0, f.seek(0, 2) - 16384))
+        text = f.read().decode('utf-8', 'replace')
+    return [line for line in text.splitlines() if line.strip()][-lines:]
 
 
 # ------------------------------------------------------------------------------------------------- tasks
@@ -135,7 +126,8 @@ def pid_alive(pid: Any, host: Any) -> bool:
 @dataclass(frozen=True)
 class Task:
     """One run, as a worker (a local thread or a SLURM array task) executes it: `pkmixer train RECIPE *argv`,
-    under torchrun when `nproc` > 1."""
+    under torchrun when `nproc` > 1. `schedule`: train.py's epoch count for it (recorded with the run, so that
+    `pkmixer status` needs no torch)."""
     name: str
     recipe: str
     run_dir: str
@@ -143,6 +135,7 @@ class Task:
     state_dir: str
     executor: str
     nproc: int = 1
+    schedule: Optional[Dict[str, Any]] = dataclasses.field(default=None, compare=False)
 
     def command(self, resume: Optional[str] = None) -> List[str]:
         """The command line of the run; `resume`: a last.pth.tar to resume from."""
@@ -154,9 +147,10 @@ class Task:
 
 
 def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str], executor: str, nproc: int = 1,
-               threads: Optional[int] = None) -> List[Task]:
+               threads: Optional[int] = None, progress: Optional[Callable[[str], None]] = None) -> List[Task]:
     """One task per recipe of `folder`, each checked as `pkmixer train` checks it before training (train.py's
-    parser, the model on the meta device): a recipe it refuses is named and nothing is started.
+    parser, the model on the meta device) and checked to own its run folder (:func:`.ownership.owner_problem`): a
+    recipe refused is named and nothing is started. `progress` gets a line per recipe checked.
 
     `train_args` go to every run; each run gets ``--output`` / ``--experiment`` (its run folder, see
     :func:`default_run_dir`; `train_args` may set them too), ``--train-py`` and, when given, ``--threads``.
@@ -165,8 +159,11 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
     folder = Path(folder).absolute()
     recipes = find_recipes(folder)
     train_py_path = str(find_train_py(train_py).absolute())
+    owner = folder_id(launch_state_dir(folder), create=True)
     tasks, seen = [], {}
-    for recipe in recipes:
+    for i, recipe in enumerate(recipes):
+        if progress:
+            progress(f'[pkmixer launch] checking recipe {i + 1}/{len(recipes)} ({recipe.name})')
         try:
             plan = prepare_train(str(recipe), list(train_args), train_py_path)
         except UserInputError as e:
@@ -176,58 +173,94 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
             raise LaunchError(f'{seen[run_dir].name} and {recipe.name} would both run into {run_dir}: give each '
                               f'its own `experiment`')
         seen[run_dir] = recipe
+        problem = owner_problem(recipe, run_dir, owner, plan.args.model, getattr(plan.args, 'model_kwargs', None))
+        if problem:
+            raise RunFolderTakenError(f'{recipe} is refused: {problem}; give it its own `experiment` (or `output`), '
+                                      f'or move that run folder away')
         argv = [*train_args, '--output', str(run_dir.parent), '--experiment', run_dir.name,
                 '--train-py', train_py_path, *(['--threads', str(threads)] if threads else [])]
         tasks.append(Task(recipe.stem, str(recipe), str(run_dir), tuple(argv), str(launch_state_dir(folder)), executor,
-                          nproc))
+                          nproc, _schedule(vars(plan.args))))
     return tasks
 
 
-def log_tail(path: Path, lines: int = LOG_TAIL) -> List[str]:
-    """The last `lines` non-blank lines of a log (its last 16 KiB read); none if it cannot be read."""
+def _schedule(args: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """train.py's epoch count for `args`, kept with the run (None when it cannot be counted: status counts then)."""
     try:
-        with open(path, 'rb') as f:
-            f.seek(max(0, f.seek(0, 2) - 16384))
-            text = f.read().decode('utf-8', 'replace')
-    except OSError:
-        return []
-    return [line for line in text.splitlines() if line.strip()][-lines:]
+        return schedule_record(args)
+    except (ValueError, TypeError, AssertionError, KeyError):
+        return None
 
 
-def _set_pdeathsig() -> None:  # the run ends when the thread that started it does (the launcher killed)
+# ------------------------------------------------------------------------------------------------- a task's run
+
+@functools.lru_cache(maxsize=1)
+def _preexec() -> Optional[Callable[[], Any]]:
+    """What a run's child calls before exec: prctl(PR_SET_PDEATHSIG, SIGTERM), so that the run ends when the thread
+    that started it does (the launcher killed). Resolved here, in the launcher, so that the child (forked from a
+    threaded process) imports and looks up nothing; None where there is no prctl."""
     try:
-        import ctypes
-        import signal
-        ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return functools.partial(prctl, 1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+
+
+def _refuse(task: Task, error: RunFolderTakenError, job: Optional[str]) -> int:
+    """A run whose folder another launch claimed: said in its log and record (failed, exit status 2)."""
+    state_dir = Path(task.state_dir)
+    with _log(task) as log:
+        log.write(f'=== {time.strftime("%Y-%m-%d %H:%M:%S")}: not started: {error}\n')
+    write_record(state_dir, task.name, state='failed', returncode=2, reason=str(error), pid=None, host=None, job=job,
+                 executor=task.executor, run_dir=task.run_dir, recipe=task.recipe)
+    return 2
+
+
+def _log(task: Task) -> IO[str]:
+    return open_log(Path(task.state_dir) / 'logs' / f'{task.name}.log',
+                    f'remove it if no launch of {Path(task.state_dir).parent} is running')
+
+
+def _header(task: Task, progress: Progress, resume: Optional[str], job: Optional[str]) -> str:
+    where = f'{socket.gethostname()}{f" (SLURM job {job})" if job else ""}'
+    changed = launch_changes(Path(task.run_dir)) if resume else []
+    note = (f'=== its recipe changed since it started ({", ".join(changed)}): resuming with the recipe as it is '
+            f'now\n') if changed else ''
+    return (f'=== {time.strftime("%Y-%m-%d %H:%M:%S")} on {where}: '
+            f'{"resuming from epoch " + str(progress.done) if resume else "starting"}\n{note}'
+            f'=== {" ".join(task.command(resume))}\n')
 
 
 def execute(task: Task, env: Optional[Mapping[str, str]] = None, job: Optional[str] = None,
             on_start: Optional[Callable[[subprocess.Popen], None]] = None) -> int:
     """Run one task to its end in a child process (output appended to ``logs/<name>.log``); returns its exit status
-    (negative: killed by that signal). A finished run is not run again; an unfinished one with a ``last.pth.tar``
-    resumes from it. The run's record says running, then ended / failed (exit status > 0) / interrupted."""
+    (negative: killed by that signal). The run first claims its run folder (:func:`.ownership.claim`: another
+    owner makes it fail with exit status 2, said in its log). A finished run is not run again; an unfinished one with
+    a ``last.pth.tar`` resumes from it. Each start records what it trains (:func:`.ownership.mark_start`). The
+    run's record says running, then ended / failed (exit status > 0) / interrupted."""
     state_dir, run_dir = Path(task.state_dir), Path(task.run_dir)
-    progress = run_progress(run_dir)
+    try:
+        claim(Path(task.recipe), run_dir, folder_id(state_dir, create=True) or '')
+    except RunFolderTakenError as e:
+        return _refuse(task, e, job)
+    progress = run_progress(run_dir, task.schedule)
     if progress.state == 'finished':
         write_record(state_dir, task.name, state='ended', returncode=0, run_dir=task.run_dir)
         return 0
     last = run_dir / 'last.pth.tar'
     resume = str(last) if progress.state == 'unfinished' and last.is_file() else None
-    command = task.command(resume)
-    log_path = state_dir / 'logs' / f'{task.name}.log'
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    host = socket.gethostname()
-    with open(log_path, 'a', encoding='utf-8') as log:
-        log.write(f'=== {time.strftime("%Y-%m-%d %H:%M:%S")} on {host}{f" (SLURM job {job})" if job else ""}: '
-                  f'{"resuming from epoch " + str(progress.done) if resume else "starting"}\n'
-                  f'=== {" ".join(command)}\n')
+    header = _header(task, progress, resume, job)
+    digest = mark_start(Path(task.recipe), run_dir, read_train_args(state_dir) or [])
+    with _log(task) as log:
+        log.write(header)
         log.flush()
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=dict(os.environ, **(env or {})), preexec_fn=_set_pdeathsig)
-        write_record(state_dir, task.name, state='running', pid=proc.pid, host=host, job=job,
-                     executor=task.executor, run_dir=task.run_dir, recipe=task.recipe, returncode=None)
+        proc = subprocess.Popen(task.command(resume), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=dict(os.environ, **(env or {})), preexec_fn=_preexec())
+        write_record(state_dir, task.name, state='running', pid=proc.pid, host=socket.gethostname(), job=job,
+                     executor=task.executor, run_dir=task.run_dir, recipe=task.recipe, returncode=None, reason=None,
+                     digest=digest, schedule=task.schedule)
         if on_start:
             on_start(proc)
         returncode = proc.wait()

@@ -1,0 +1,147 @@
+"""A launched folder's records in ``DIR/launch/``: one per run (``runs/<name>.json``: its last state as the launcher
+saw it, the process or job that runs it, its run folder and recipe), the train.py arguments the folder's launches
+give every run (``train_args.json``) and the folder's id (``folder.json``). Paths in them are relative to DIR, so
+a moved folder keeps every record; a PID is kept with its start time and boot (:mod:`.liveness`)."""
+import os
+import shlex
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..experiments.atomic_json import write_json
+from .errors import StateFileError, TrainArgsChangedError
+from .liveness import identity
+from .state_files import create_json, read_json
+
+__all__ = ['STATE_DIR', 'launch_state_dir', 'record_path', 'write_record', 'read_record', 'folder_id',
+           'read_train_args', 'settle_train_args', 'train_args_differences']
+
+STATE_DIR = 'launch'
+_N = type(None)
+_RECORD_SHAPE = dict(state=(str,), pid=(int, _N), host=(str, _N), job=(str, _N), executor=(str, _N),
+                     run_dir=(str,), recipe=(str,), returncode=(int, _N), time=(int, float), pid_start=(int, _N),
+                     boot_id=(str, _N), digest=(str, _N), schedule=(dict, _N), reason=(str, _N))
+_PATH_KEYS = ('run_dir', 'recipe')
+
+
+def launch_state_dir(folder: Path) -> Path:
+    """Where `pkmixer launch` keeps a folder's lock, run records and logs (``FOLDER/launch``)."""
+    return Path(folder) / STATE_DIR
+
+
+def _remedy(state_dir: Path) -> str:
+    return f'remove it if no launch of {Path(state_dir).parent} is running (the next launch writes it anew)'
+
+
+def record_path(state_dir: Path, name: str) -> Path:
+    return Path(state_dir) / 'runs' / f'{name}.json'
+
+
+def read_record(state_dir: Path, name: str) -> Dict[str, Any]:
+    """Run `name`'s record ({} if there is none), its paths absolute. Raises :class:`StateFileError` for one that
+    is not a run record (not a regular file, not JSON, a field of the wrong type)."""
+    record = read_json(record_path(state_dir, name), 'a run record of pkmixer launch', _remedy(state_dir),
+                       _RECORD_SHAPE) or {}
+    folder = Path(state_dir).parent
+    return {**record, **{k: str(folder / record[k]) for k in _PATH_KEYS if k in record}}
+
+
+def write_record(state_dir: Path, name: str, **fields: Any) -> None:
+    """Update run `name`'s record with `fields` and the time: paths are kept relative to the folder, a PID of this
+    host with its start time and boot."""
+    folder = Path(state_dir).parent.absolute()
+    for key in _PATH_KEYS:
+        if fields.get(key) is not None:
+            fields[key] = os.path.relpath(Path(fields[key]).absolute(), folder)
+    if 'pid' in fields and 'pid_start' not in fields:
+        mine = fields['pid'] is not None and fields.get('host') in (None, socket.gethostname())
+        fields.update(identity(fields['pid']) if mine else dict(pid_start=None, boot_id=None))
+    record = {**read_record(state_dir, name), **fields, 'time': time.time()}
+    for key in _PATH_KEYS:
+        if key in record and os.path.isabs(record[key]):
+            record[key] = os.path.relpath(record[key], folder)
+    write_json(record_path(state_dir, name), record)
+
+
+def folder_id(state_dir: Path, create: bool = False) -> Optional[str]:
+    """The launched folder's id (``folder.json``; kept when the folder moves): what a run folder's launch marker
+    names as its owner. `create`: make one if there is none (None otherwise)."""
+    path = Path(state_dir) / 'folder.json'
+    shape = dict(id=(str,))
+    record = read_json(path, 'the id of a launched folder', _remedy(state_dir), shape)
+    if record is None and create:
+        create_json(path, dict(id=uuid.uuid4().hex, created=time.time()))
+        record = read_json(path, 'the id of a launched folder', _remedy(state_dir), shape)
+    return record.get('id') if record else None
+
+
+def read_train_args(state_dir: Path) -> Optional[List[str]]:
+    """The train.py arguments recorded by the folder's launches (None: never recorded)."""
+    path = Path(state_dir) / 'train_args.json'
+    record = read_json(path, "the launch's train.py arguments", _remedy(state_dir), dict(train_args=(list,)))
+    if record is None:
+        return None
+    args = record.get('train_args')
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise StateFileError(f"{path} is not the launch's train.py arguments (train_args is not a list of "
+                             f"strings): {_remedy(state_dir)}")
+    return args
+
+
+def _is_flag(arg: str) -> bool:
+    if not arg.startswith('-') or arg == '-':
+        return False
+    try:
+        float(arg)
+        return False  # a negative number is a value
+    except ValueError:
+        return True
+
+
+def _options(args: Sequence[str]) -> Dict[str, str]:
+    """train.py arguments by option: ``--flag`` (``--flag=v`` too) → its values as typed (repeats joined; values before
+    any option under '')."""
+    values: Dict[str, List[str]] = {}
+    key = ''
+    for arg in args:
+        if _is_flag(arg):
+            key, sep, value = arg.partition('=')
+            values.setdefault(key, []).extend([value] if sep else [])
+        else:
+            values.setdefault(key, []).append(arg)
+    return {k: shlex.join(v) for k, v in values.items()}
+
+
+def train_args_differences(recorded: Sequence[str], given: Sequence[str]) -> List[str]:
+    """Each option whose value differs between `recorded` and `given` train.py arguments, said in a phrase
+    (their order does not count)."""
+    then, now = _options(recorded), _options(given)
+    out = []
+    for key in sorted(set(then) | set(now)):
+        name = key or 'the values before any option'
+        if key not in now:
+            out.append(f'{name} {then[key]}'.rstrip() + ' was given then, not now')
+        elif key not in then:
+            out.append(f'{name} {now[key]}'.rstrip() + ' is new')
+        elif then[key] != now[key]:
+            out.append(f'{name}: {then[key] or "(no value)"} then, {now[key] or "(no value)"} now')
+    return out
+
+
+def settle_train_args(state_dir: Path, given: Sequence[str], change: bool = False) -> Tuple[List[str], bool]:
+    """The train.py arguments of this launch and whether they are the recorded ones reused: the first launch (or
+    `change`) records `given`; a relaunch given none reuses the recorded ones, given the same ones (in any order)
+    keeps them; given others, :class:`TrainArgsChangedError` names each difference."""
+    path = Path(state_dir) / 'train_args.json'
+    recorded = read_train_args(state_dir)
+    if recorded is None or change:
+        write_json(path, dict(train_args=list(given), time=time.time()))
+        return list(given), False
+    if not given:
+        return recorded, bool(recorded)
+    differences = train_args_differences(recorded, given)
+    if differences:
+        raise TrainArgsChangedError(Path(state_dir).parent, path, recorded, list(given), differences)
+    return recorded, False
