@@ -1,4 +1,5 @@
-"""`pkmixer status DIR`: one line per run of a launched folder (pending, running, finished, unfinished, failed)."""
+"""`pkmixer status DIR`: one line per run of a launched folder (pending, running, finished, unfinished, failed,
+cancelled)."""
 import argparse
 import json
 from collections import Counter
@@ -25,8 +26,9 @@ def run(args: argparse.Namespace) -> int:
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p = add_command(subparsers, 'status', run, help='where the runs of a launched folder are',
-                    description='One line per recipe of DIR: pending, running, finished, unfinished (epoch k of n) '
-                                'or failed (with the last lines of its log), and a total line. Finished is what '
-                                '`pkmixer report` counts: every epoch train.py runs has its summary row.')
+                    description='One line per recipe of DIR: pending, running, finished, unfinished (epoch k of n), '
+                                'failed (with the last lines of its log) or cancelled (left the queue, or its '
+                                'launcher ended, before it started: nothing runs it), and a total line. Finished is '
+                                'what `pkmixer report` counts: every epoch train.py runs has its summary row.')
     p.add_argument('dir', help='a folder of recipes given to `pkmixer launch`')
     p.add_argument('--json', action='store_true', help='one JSON object: every run and the totals')

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .executors import holder_alive
+from .executors import holder_alive, stopped_reason
 from .lock import acquire_lock, read_lock, release_lock, update_lock
 from .tasks import (
     LaunchError,
@@ -77,6 +77,8 @@ def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> 
     elif record.get('state') == 'failed':
         status.state, status.detail = 'failed', f'exit status {record.get("returncode")}'
         status.log = log_tail(Path(state_dir) / 'logs' / f'{name}.log')
+    elif record.get('state') in ('queued', 'running', 'interrupted') and progress.state == 'absent':
+        status.state, status.detail = 'cancelled', stopped_reason(record)  # nothing runs it: never say pending
     elif progress.state == 'unfinished':
         status.state = 'unfinished'
     return status

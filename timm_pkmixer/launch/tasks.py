@@ -21,7 +21,7 @@ __all__ = ['STATE_DIR', 'STATES', 'LOG_TAIL', 'LaunchError', 'LaunchLockedError'
            'log_tail', 'pid_alive', 'Task', 'plan_tasks', 'execute']
 
 STATE_DIR = 'launch'
-STATES = ('pending', 'running', 'finished', 'unfinished', 'failed')
+STATES = ('pending', 'running', 'finished', 'unfinished', 'failed', 'cancelled')
 LOG_TAIL = 5
 
 
