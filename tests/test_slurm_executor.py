@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_sweep_launch import MINI, _launch, _recipe, _status, slurm_cluster
+from test_sweep_launch import MINI, _drop_key, _launch, _recipe, _status, _summary_epochs, make_images, slurm_cluster
 
 from timm_pkmixer.launch.executors import SLURM_OWNED, SlurmExecutor, parse_slurm_args
 from timm_pkmixer.launch.tasks import Task
@@ -35,10 +35,40 @@ def sweep(tmp_path, slurm, monkeypatch):
                    env=dict(os.environ, SLURM_CONF=slurm))
 
 
+@pytest.fixture
+def short_partition(slurm):
+    """A partition of the test cluster's node with a default time limit of 3 minutes and a maximum of 5 (created
+    with scontrol for this test, deleted afterwards)."""
+    env = dict(os.environ, SLURM_CONF=slurm)
+    node = subprocess.run(['sinfo', '-h', '-p', 'debug', '-o', '%N'], capture_output=True, text=True, env=env,
+                          check=True).stdout.strip()
+    name = f'short{os.getpid()}'
+    subprocess.run(['scontrol', 'create', f'PartitionName={name}', f'Nodes={node}', 'DefaultTime=3', 'MaxTime=5',
+                    'State=UP'], check=True, env=env)
+    yield name
+    subprocess.run(['scancel', '--partition', name], env=env)
+    deadline = time.time() + 60
+    while subprocess.run(['scontrol', 'delete', f'PartitionName={name}'], env=env).returncode and \
+            time.time() < deadline:  # "in use" while a cancelled job completes
+        time.sleep(0.5)
+
+
 def _queue(folder: Path) -> str:
     """The jobs of `folder`'s launches in the queue."""
     return subprocess.run(['squeue', '-h', '-r', '-n', f'pkmixer-{folder.name}', '-o', '%i %T'], capture_output=True,
                           text=True).stdout.strip()
+
+
+def _until(condition, seconds: float = 300) -> None:
+    deadline = time.time() + seconds
+    while not condition():
+        assert time.time() < deadline, 'timed out'
+        time.sleep(0.3)
+
+
+def _job_field(job: str, name: str) -> str:
+    out = subprocess.run(['scontrol', 'show', 'job', '-o', job], capture_output=True, text=True, check=True).stdout
+    return re.search(rf'\b{name}=(\S+)', out).group(1)
 
 
 # ------------------------------------------------------------------------------------------------- flags
@@ -115,7 +145,8 @@ def test_slurm_args_accepted_and_owned_options_are_what_submitit_writes(tmp_path
         == {'account': 'myproj', 'mail-type': 'END', 'hold': True, 'gpus': '2', 'time-min': '30', 'export': 'ALL,X=1'}
     from submitit.slurm.slurm import _make_sbatch_string
     executor = SlurmExecutor(partition='debug', gpus_per_run=1, time=10, slurm_arg=['account=myproj', 'hold'])
-    script = _make_sbatch_string(command='true', folder=tmp_path, map_count=2, **executor._parameters('sweep'))
+    script = _make_sbatch_string(command='true', folder=tmp_path, map_count=2,
+                                 **executor._parameters('sweep', executor.time))
     written = {line.split('=')[0][len('#SBATCH --'):] for line in script.splitlines() if line.startswith('#SBATCH')}
     assert written - {'account', 'hold', 'wckey'} <= set(SLURM_OWNED)  # every option the launcher writes is its own
     assert {'#SBATCH --account=myproj', '#SBATCH --hold', '#SBATCH --array=0-1%2'} <= set(script.splitlines())
@@ -184,6 +215,53 @@ def test_run_cancelled_in_the_queue_is_cancelled_not_pending(sweep, capsys):
     assert cli_main(['status', str(sweep)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == \
         'total 1: 0 pending, 0 running, 0 finished, 0 unfinished, 0 failed, 1 cancelled'
+
+
+def test_time_limit_is_the_partitions_and_checked_against_it(sweep, short_partition, capsys):
+    """--time above the partition's maximum is refused (SLURM would keep the job pending for ever; sbatch
+    --test-only accepts it); without --time each task asks the limit SLURM gives (the partition's default, else its
+    maximum, else 365 days): a number submitit's requeue reads."""
+    slurm = ('--executor', 'slurm', '--no-wait')
+    rc, _, err = _launch(capsys, sweep, *slurm, '--partition', short_partition, '--time', '10')
+    assert (rc, err.strip()) == (2, f'pkmixer launch: error: --time: 10 minutes is more than partition '
+                                    f'{short_partition} allows (5 minutes; sinfo), a job that would wait in the queue '
+                                    f'for ever')
+    assert _queue(sweep) == '' and not (sweep / 'launch' / 'runs').exists()
+    for argv, limit in [(('--partition', short_partition), '00:03:00'),
+                        (('--partition', short_partition, '--time', '4'), '00:04:00'),
+                        (('--partition', 'debug'), '365-00:00:00')]:
+        rc, out, _ = _launch(capsys, sweep, *slurm, *argv, '--slurm-arg', 'begin=now+1hour')
+        assert rc == 0, out
+        job = re.search(r'as SLURM job array (\d+)', out).group(1)
+        assert _job_field(job, 'TimeLimit') == limit
+        subprocess.run(['scancel', job], check=True)
+        _until(lambda: not _queue(sweep))
+
+
+@pytest.mark.slow  # two starts of a run on the cluster: about a minute idle
+def test_task_timed_out_is_requeued_and_resumes(sweep, capsys):
+    """SLURM's USR2 before the time limit (sent here with scancel --signal; submitit counts a signal within 10 minutes
+    of the limit as the timeout): submitit checkpoints the task (SlurmTask is Checkpointable), requeues it, and the
+    requeued task resumes the run from its last.pth.tar. (A preempted task takes the same way; without --time it
+    needs the numeric limit test_time_limit_is_the_partitions_and_checked_against_it checks.)"""
+    recipe = _recipe(sweep, 'a', make_images(sweep.parent / 'images'), epochs=3, epoch_sleep=3)
+    rc, out, _ = _launch(capsys, sweep, '--executor', 'slurm', '--partition', 'debug', '--time', '10', '--no-wait')
+    assert rc == 0, out
+    job = re.search(r'as SLURM job array (\d+)', out).group(1)
+    run_dir = sweep / 'runs' / 'a'
+    _until(lambda: (run_dir / 'summary.csv').is_file() and _summary_epochs(run_dir)[0])
+    subprocess.run(['scancel', '--signal=USR2', job], check=True)
+    _until(lambda: _job_field(job, 'JobState') not in ('RUNNING', 'COMPLETING', 'REQUEUED'))
+    assert (_job_field(job, 'JobState'), _job_field(job, 'Reason')) == ('PENDING', 'BeginTime')  # requeued
+    _drop_key(recipe, 'epoch_sleep')
+    subprocess.run(['scontrol', 'update', f'JobId={job}', 'StartTime=now'], check=True)  # SLURM holds it 2 minutes
+    _until(lambda: not _queue(sweep))
+    assert _status(capsys, sweep)['a']['state'] == 'finished'
+    assert _summary_epochs(run_dir)[0] == [0, 1, 2]  # no epoch trained twice
+    log = (sweep / 'launch' / 'logs' / 'a.log').read_text()
+    assert log.count(f'(SLURM job {job}): ') == 2 and f'(SLURM job {job}): resuming from epoch ' in log
+    [submitit_log] = (sweep / 'launch' / 'slurm').glob(f'*/{job}_0_log.out')
+    assert 'this job is timed-out' in submitit_log.read_text()
 
 
 # ------------------------------------------------------------------------------------------------- the task

@@ -31,8 +31,11 @@ def _one_thread(monkeypatch):
 
 @pytest.fixture(scope='module')
 def data(tmp_path_factory) -> Path:
-    """A synthetic ImageFolder: 2 classes × 8 random 8×8 images, train and validation."""
-    root = tmp_path_factory.mktemp('images')
+    return make_images(tmp_path_factory.mktemp('images'))
+
+
+def make_images(root: Path) -> Path:
+    """A synthetic ImageFolder at `root`: 2 classes × 8 random 8×8 images, train and validation."""
     rng = np.random.default_rng(0)
     for split in ('train', 'validation'):
         for c in range(2):

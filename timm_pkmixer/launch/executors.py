@@ -35,7 +35,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Set, Union
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from ..validation import non_negative_int, positive_int
 from .tasks import LaunchError, Task, execute, pid_alive, write_record
@@ -295,6 +295,42 @@ def _slurm_job_state(job: str) -> str:
     return found.group(1) if found else ''
 
 
+_NO_LIMIT_MIN = 365 * 24 * 60  # the time limit asked on a partition without one
+
+
+def _minutes(text: str) -> Optional[int]:
+    """SLURM's time (``infinite``, ``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``) in whole minutes, rounded up;
+    None for infinite or what cannot be read."""
+    days, _, clock = text.strip().rpartition('-')
+    parts = clock.split(':')
+    if not all(p.isdigit() for p in parts + ([days] if days else [])) or len(parts) > 3:
+        return None
+    values = [int(p) for p in parts]
+    if days:
+        h, m, sec = (values + [0, 0])[:3]
+    elif len(values) == 3:
+        h, m, sec = values
+    else:
+        h, (m, sec) = 0, (values + [0])[:2]
+    seconds = ((int(days or 0) * 24 + h) * 60 + m) * 60 + sec
+    return -(-seconds // 60)
+
+
+def _partition_limits(partition: Optional[str]) -> Optional[Tuple[str, Optional[int], Optional[int]]]:
+    """(name, default time limit, maximum time limit) of `partition` (None: the cluster's default partition), in
+    minutes (None: none), as ``sinfo`` shows them; None where sinfo does not answer or has no such partition (sbatch
+    then says so)."""
+    try:
+        out = subprocess.run(['sinfo', '-h', '-o', '%P %L %l'], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in out.stdout.splitlines() if out.returncode == 0 else ():
+        fields = line.split()
+        if len(fields) == 3 and (fields[0].rstrip('*') == partition if partition else fields[0].endswith('*')):
+            return fields[0].rstrip('*'), _minutes(fields[1]), _minutes(fields[2])
+    return None
+
+
 def _sbatch_words(stderr: str) -> str:
     """sbatch's error lines, without its prefixes and its pointer to --help, joined by '; '."""
     lines = []
@@ -366,9 +402,22 @@ class SlurmExecutor:
     def plan(self) -> Dict[str, Any]:
         return dict(nproc=max(1, self.gpus_per_run), threads=None, threads_why='', slots=self.array_parallelism)
 
-    def _parameters(self, folder_name: str) -> Dict[str, Any]:
+    def _time_limit(self) -> Optional[int]:
+        """Each task's time limit, minutes: `time`, checked against the partition's limit (sinfo), else the limit
+        SLURM would give (the partition's default, else its maximum; 365 days where it has none). Always a number
+        where sinfo answers: submitit's requeue of a preempted or timed-out task reads it."""
+        limits = _partition_limits(self.partition)
+        if limits is None:
+            return self.time
+        name, default, maximum = limits
+        if self.time is not None and maximum is not None and self.time > maximum:
+            raise LaunchError(f'time: {self.time} minutes is more than partition {name} allows ({maximum} minutes; '
+                              f'sinfo), a job that would wait in the queue for ever')
+        return self.time or default or maximum or _NO_LIMIT_MIN
+
+    def _parameters(self, folder_name: str, time_limit: Optional[int]) -> Dict[str, Any]:
         params: Dict[str, Any] = dict(job_name=f'pkmixer-{folder_name}', cpus_per_task=self.cpus_per_run,
-                                      array_parallelism=self.array_parallelism, stderr_to_stdout=True, time=self.time)
+                                      array_parallelism=self.array_parallelism, stderr_to_stdout=True, time=time_limit)
         if self.partition is not None:
             params['partition'] = self.partition
         if self.gpus_per_run:
@@ -407,7 +456,7 @@ class SlurmExecutor:
         state_dir = Path(tasks[0].state_dir)
         folder = state_dir / 'slurm' / time.strftime('%Y%m%d-%H%M%S')
         executor = submitit.SlurmExecutor(folder=folder)
-        executor.update_parameters(**self._parameters(state_dir.parent.name))
+        executor.update_parameters(**self._parameters(state_dir.parent.name, self._time_limit()))
         self._test_only(executor, len(tasks))
         try:
             with contextlib.redirect_stderr(io.StringIO()):  # submitit prints sbatch's refusal: it is raised here
