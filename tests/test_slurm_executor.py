@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from test_sweep_launch import MINI, _drop_key, _launch, _recipe, _status, _summary_epochs, make_images, slurm_cluster
 
-from timm_pkmixer.launch.executors import SLURM_OWNED, SlurmExecutor, parse_slurm_args
+from timm_pkmixer.launch.executors import SlurmExecutor
+from timm_pkmixer.launch.slurm import SLURM_OWNED, minutes, parse_slurm_args
 from timm_pkmixer.launch.tasks import Task
 
 
@@ -150,6 +151,12 @@ def test_slurm_args_accepted_and_owned_options_are_what_submitit_writes(tmp_path
     written = {line.split('=')[0][len('#SBATCH --'):] for line in script.splitlines() if line.startswith('#SBATCH')}
     assert written - {'account', 'hold', 'wckey'} <= set(SLURM_OWNED)  # every option the launcher writes is its own
     assert {'#SBATCH --account=myproj', '#SBATCH --hold', '#SBATCH --array=0-1%2'} <= set(script.splitlines())
+
+
+def test_slurm_times_read_as_minutes():
+    assert [minutes(t) for t in ('30', '30:00', '0:30', '1:30:00', '1:00:01', '2-00:00:00', '1-12', '1-12:30',
+                                 'infinite', 'n/a', 'UNLIMITED')] == [30, 30, 1, 90, 61, 2880, 2160, 2190, None, None,
+                                                                      None]
 
 
 # ------------------------------------------------------------------------------------------------- the cluster

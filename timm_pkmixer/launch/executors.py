@@ -18,15 +18,14 @@ whether the tasks outlive the launcher (a batch system's do). Adding an executor
   (``CUDA_VISIBLE_DEVICES``; `runs_per_gpu` runs share one); on a CPU each run gets its share of the idle cores as
   threads (:func:`~timm_pkmixer.experiments.threads.choose_threads`).
 * ``slurm``: one SLURM job array per launch through submitit, one array task per run; a run with several GPUs
-  runs under torchrun in its task. Its ``--slurm-arg`` options are checked (:func:`parse_slurm_args`), and the
-  whole request is put to ``sbatch --test-only`` before anything is submitted: what the cluster can never run is
-  refused in SLURM's words.
+  runs under torchrun in its task. Its ``--slurm-arg`` options are checked (:func:`.slurm.parse_slurm_args`), and
+  the whole request is put to ``sbatch --test-only`` before anything is submitted: what the cluster can never run
+  is refused in SLURM's words. SLURM's commands are asked through :mod:`.slurm`.
 """
 import contextlib
 import io
 import os
 import queue
-import re
 import shutil
 import socket
 import subprocess
@@ -35,13 +34,23 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Set
 
 from ..validation import non_negative_int, positive_int
+from .slurm import (
+    NO_TIME_LIMIT_MIN,
+    is_option_value,
+    job_state,
+    parse_slurm_args,
+    partition_limits,
+    sbatch_test_only,
+    sbatch_words,
+    squeue,
+)
 from .tasks import LaunchError, Task, execute, pid_alive, write_record
 
 __all__ = ['EXECUTORS', 'holder_alive', 'stopped_reason', 'Batch', 'LocalExecutor', 'SlurmExecutor', 'parse_gpus',
-           'parse_slurm_args', 'SLURM_OWNED', 'NO_SBATCH']
+           'NO_SBATCH']
 
 OnEnd = Callable[[Task, Optional[int]], None]
 NO_SBATCH = ("--executor slurm: there is no `sbatch` on PATH. Run this on a machine where SLURM's client commands "
@@ -67,68 +76,6 @@ def parse_gpus(text: str) -> List[str]:
     if not items or not all(t.isdigit() for t in items) or len(set(items)) != len(items):
         raise LaunchError(f'gpus must be distinct device indices separated by commas, e.g. 0,1,2,3; got {text!r}')
     return items
-
-
-_CONTROL = re.compile(r'[\x00-\x1f\x7f]')
-_OPTION_VALUE = re.compile(r'[^\x00-\x1f\x7f]+')
-_BOOKKEEPING = tuple(f'#SBATCH --{o}' for o in ('output', 'error', 'open-mode', 'signal', 'wckey', 'job-name'))
-_OPTION_NAME = re.compile(r'[a-z][a-z0-9]*(-[a-z0-9]+)*')
-
-# sbatch options the launcher writes itself (through submitit's batch script) or depends on, and why: a --slurm-arg
-# cannot set them, nor an abbreviation of them (sbatch takes `--arr=…` as `--array=…`)
-SLURM_OWNED: Dict[str, str] = {
-    'array': 'one array task per run; --array-parallelism sets how many run at once',
-    'job-name': 'pkmixer-<folder>, the name squeue shows',
-    'output': "submitit's log of each task (each run's own log is DIR/launch/logs/<run>.log)",
-    'error': "submitit's log of each task (each run's own log is DIR/launch/logs/<run>.log)",
-    'open-mode': "submitit's log of each task is appended to",
-    'signal': "submitit's signal to requeue a task before its time limit",
-    'partition': 'give it with --partition',
-    'time': 'give it with --time',
-    'cpus-per-task': 'give it with --cpus-per-run',
-    'gpus-per-node': 'give it with --gpus-per-run',
-    'nodes': 'each run is one task on one node',
-    'ntasks': 'each run is one task on one node',
-    'ntasks-per-node': 'each run is one task on one node',
-    'wrap': 'the launcher submits its own batch script',
-    'parsable': "the launcher reads sbatch's answer",
-    'test-only': 'the launcher asks sbatch --test-only itself before it submits',
-    'wait': 'the launcher follows the job with squeue (--no-wait returns at once)',
-    'clusters': 'the launcher follows the job with squeue on this cluster',
-}
-_EXACT_OPTIONS = ('gpus',)  # sbatch options whose names begin an owned one's (gpus-per-node): taken as they are
-
-
-def parse_slurm_args(items: Sequence[str]) -> Dict[str, Union[str, bool]]:
-    """``KEY=VALUE`` items (an sbatch long option without ``--``: ``account=myproj``; ``KEY`` alone for a flag such
-    as ``hold``) → {KEY: VALUE or True}, ``_`` in a KEY read as ``-``.
-
-    Raises:
-        LaunchError: a KEY that is not an option name (lowercase letters, digits, ``-``), a VALUE with a control
-        character (a newline would end the batch script's line), an option the launcher sets itself
-        (:data:`SLURM_OWNED`) or an abbreviation of one. Whether sbatch knows an option, and whether the cluster can
-        run what is asked, SLURM says at submission (:meth:`SlurmExecutor.start`).
-    """
-    out: Dict[str, Union[str, bool]] = {}
-    for item in items or ():
-        item = str(item)
-        key, sep, value = item.partition('=')
-        name = key.strip().replace('_', '-')
-        if not _OPTION_NAME.fullmatch(name):
-            raise LaunchError(f'slurm_arg {item!r}: {key!r} is not the name of an sbatch option (KEY=VALUE with its '
-                              f'long name as KEY, e.g. account=myproj or qos=high; KEY alone for a flag, e.g. hold)')
-        if _CONTROL.search(value):
-            raise LaunchError(f'slurm_arg {item!r}: the value holds a control character '
-                              f'({_CONTROL.search(value).group()!r}); an sbatch option is one line')
-        owner = name if name in SLURM_OWNED else None if name in _EXACT_OPTIONS else \
-            next((o for o in SLURM_OWNED if o.startswith(name)), None)
-        if owner == name:
-            raise LaunchError(f"slurm_arg {item!r}: --{name} is the launcher's own ({SLURM_OWNED[name]})")
-        if owner:
-            raise LaunchError(f"slurm_arg {item!r}: --{name} abbreviates --{owner}, which is the launcher's own "
-                              f'({SLURM_OWNED[owner]}); give an option by its full name')
-        out[name] = value if sep else True
-    return out
 
 
 def _signal(record: Mapping[str, Any]) -> str:
@@ -267,82 +214,6 @@ class LocalExecutor:
 
 # ------------------------------------------------------------------------------------------------- slurm
 
-def _squeue(job: str) -> Dict[str, str]:
-    """{array task id ``JOB_i``: SLURM state} of `job`'s tasks still in the queue ({} once it has left it).
-
-    The launcher follows its jobs with ``squeue`` rather than submitit's own watcher (``Job.done()``/``Job.state``):
-    submitit asks ``sacct``, which answers only where the cluster keeps accounting (slurmdbd), and many small
-    clusters, the tests' own among them, keep none. What squeue shows is enough: a task that has left the queue has
-    ended, and how its run ended is in the run's record (written by the task itself)."""
-    try:
-        out = subprocess.run(['squeue', '-h', '-r', '-j', str(job), '-o', '%i %T'], capture_output=True, text=True,
-                             timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    if out.returncode:
-        return {}  # "Invalid job id": it has left the queue
-    return dict(line.split(None, 1) for line in out.stdout.splitlines() if line.strip())
-
-
-def _slurm_job_state(job: str) -> str:
-    """SLURM's state of a job or array task that has left the queue (``CANCELLED``, ``FAILED``, …) while slurmctld
-    still remembers it (``MinJobAge``, 5 minutes by default); '' once it has forgotten."""
-    try:
-        out = subprocess.run(['scontrol', 'show', 'job', '-o', str(job)], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return ''
-    found = re.search(r'\bJobState=(\S+)', out.stdout) if out.returncode == 0 else None
-    return found.group(1) if found else ''
-
-
-_NO_LIMIT_MIN = 365 * 24 * 60  # the time limit asked on a partition without one
-
-
-def _minutes(text: str) -> Optional[int]:
-    """SLURM's time (``infinite``, ``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``) in whole minutes, rounded up;
-    None for infinite or what cannot be read."""
-    days, _, clock = text.strip().rpartition('-')
-    parts = clock.split(':')
-    if not all(p.isdigit() for p in parts + ([days] if days else [])) or len(parts) > 3:
-        return None
-    values = [int(p) for p in parts]
-    if days:
-        h, m, sec = (values + [0, 0])[:3]
-    elif len(values) == 3:
-        h, m, sec = values
-    else:
-        h, (m, sec) = 0, (values + [0])[:2]
-    seconds = ((int(days or 0) * 24 + h) * 60 + m) * 60 + sec
-    return -(-seconds // 60)
-
-
-def _partition_limits(partition: Optional[str]) -> Optional[Tuple[str, Optional[int], Optional[int]]]:
-    """(name, default time limit, maximum time limit) of `partition` (None: the cluster's default partition), in
-    minutes (None: none), as ``sinfo`` shows them; None where sinfo does not answer or has no such partition (sbatch
-    then says so)."""
-    try:
-        out = subprocess.run(['sinfo', '-h', '-o', '%P %L %l'], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    for line in out.stdout.splitlines() if out.returncode == 0 else ():
-        fields = line.split()
-        if len(fields) == 3 and (fields[0].rstrip('*') == partition if partition else fields[0].endswith('*')):
-            return fields[0].rstrip('*'), _minutes(fields[1]), _minutes(fields[2])
-    return None
-
-
-def _sbatch_words(stderr: str) -> str:
-    """sbatch's error lines, without its prefixes and its pointer to --help, joined by '; '."""
-    lines = []
-    for line in stderr.splitlines():
-        line = line.strip()
-        for prefix in ('sbatch: error: ', 'sbatch: ', 'allocation failure: '):
-            line = line[len(prefix):] if line.startswith(prefix) else line
-        if line and not line.startswith('Try "sbatch --help"'):
-            lines.append(line)
-    return '; '.join(lines)
-
-
 class _SlurmBatch(Batch):
     def __init__(self, job: str, tasks: Sequence[Task], job_ids: Sequence[str], poll_s: float):
         self.job, self.tasks, self.job_ids, self.poll_s = job, list(tasks), list(job_ids), poll_s
@@ -351,7 +222,7 @@ class _SlurmBatch(Batch):
         from .tasks import read_record
         left = dict(zip(self.job_ids, self.tasks))
         while left:
-            queued = _squeue(self.job)
+            queued = squeue(self.job)
             for tid in [t for t in left if t not in queued]:
                 task = left.pop(tid)
                 record = read_record(Path(task.state_dir), task.name)
@@ -383,7 +254,7 @@ class SlurmExecutor:
 
     def check(self) -> None:
         """Every option's value, then sbatch, srun and submitit (raises :class:`LaunchError` naming the option)."""
-        if self.partition is not None and not _OPTION_VALUE.fullmatch(self.partition):
+        if self.partition is not None and not is_option_value(self.partition):
             raise LaunchError(f'partition must name a SLURM partition (`sinfo -s` lists them), got {self.partition!r}')
         non_negative_int('gpus_per_run', self.gpus_per_run)
         for name in ('cpus_per_run', 'array_parallelism'):
@@ -406,14 +277,14 @@ class SlurmExecutor:
         """Each task's time limit, minutes: `time`, checked against the partition's limit (sinfo), else the limit
         SLURM would give (the partition's default, else its maximum; 365 days where it has none). Always a number
         where sinfo answers: submitit's requeue of a preempted or timed-out task reads it."""
-        limits = _partition_limits(self.partition)
+        limits = partition_limits(self.partition)
         if limits is None:
             return self.time
         name, default, maximum = limits
         if self.time is not None and maximum is not None and self.time > maximum:
             raise LaunchError(f'time: {self.time} minutes is more than partition {name} allows ({maximum} minutes; '
                               f'sinfo), a job that would wait in the queue for ever')
-        return self.time or default or maximum or _NO_LIMIT_MIN
+        return self.time or default or maximum or NO_TIME_LIMIT_MIN
 
     def _parameters(self, folder_name: str, time_limit: Optional[int]) -> Dict[str, Any]:
         params: Dict[str, Any] = dict(job_name=f'pkmixer-{folder_name}', cpus_per_task=self.cpus_per_run,
@@ -429,24 +300,12 @@ class SlurmExecutor:
 
     @staticmethod
     def _test_only(executor: Any, count: int) -> None:
-        """Put the batch script submitit will submit for `count` tasks to ``sbatch --test-only``, which answers
-        without submitting; raise SLURM's refusal (an unknown option, a partition that does not exist, more CPUs,
-        memory or GPUs than any node of the partition has: a request that would otherwise wait in the queue for
-        ever)."""
-        from submitit.slurm.slurm import _make_sbatch_string  # the script submitit's map_array writes
+        """Put the batch script submitit will submit for `count` tasks (its map_array's) to ``sbatch --test-only``
+        (:func:`.slurm.sbatch_test_only`): what the cluster can never run is refused before anything is submitted."""
+        from submitit.slurm.slurm import _make_sbatch_string
         script = _make_sbatch_string(command='true', folder=executor.folder, map_count=count if count > 1 else None,
                                      **executor.parameters)
-        try:
-            out = subprocess.run(['sbatch', '--test-only'], input=script, capture_output=True, text=True, timeout=120)
-        except subprocess.TimeoutExpired:
-            raise LaunchError('sbatch --test-only did not answer in 120 s (nothing was submitted): is the cluster up? '
-                              '(`sinfo`)') from None
-        if out.returncode:
-            asked = ' '.join(line.split(None, 1)[1] for line in script.splitlines() if line.startswith('#SBATCH ')
-                             and not line.startswith(_BOOKKEEPING))
-            raise LaunchError(f'SLURM refused the job array (nothing was submitted): '
-                              f'{_sbatch_words(out.stderr) or f"sbatch exit status {out.returncode}"} '
-                              f'(sbatch --test-only {asked})')
+        sbatch_test_only(script)
 
     def start(self, tasks: Sequence[Task]) -> Batch:
         import submitit
@@ -464,7 +323,7 @@ class SlurmExecutor:
         except (FailedJobError, FailedSubmissionError) as e:
             shutil.rmtree(folder, ignore_errors=True)  # nothing was submitted: leave nothing behind
             raise LaunchError(f'SLURM refused the job array (nothing was submitted): '
-                              f'{_sbatch_words(str(e)) or type(e).__name__}') from None
+                              f'{sbatch_words(str(e)) or type(e).__name__}') from None
         job_ids = [j.job_id for j in jobs]  # JOB_i for the tasks of an array (submitit submits one run as JOB)
         for job_id, task in zip(job_ids, tasks):
             write_record(state_dir, task.name, state='queued', job=job_id, executor=self.name,
@@ -479,7 +338,7 @@ class SlurmExecutor:
             return pid_alive(record.get('pid'), record.get('host'))
         if shutil.which('squeue') is None:
             return True  # cannot tell from here
-        return job in _squeue(job) if '_' in job else bool(_squeue(job))
+        return job in squeue(job) if '_' in job else bool(squeue(job))
 
     @staticmethod
     def stopped_reason(record: Mapping[str, Any]) -> str:
@@ -488,7 +347,7 @@ class SlurmExecutor:
         job = str(record.get('job') or '')
         if not job:
             return LocalExecutor.stopped_reason(record)
-        said = _slurm_job_state(job)
+        said = job_state(job)
         said = f' (SLURM: {said})' if said else ' (cancelled, or its node lost)'
         if record.get('state') == 'queued':
             return f'SLURM job {job} has left the queue and the run never started{said}'
