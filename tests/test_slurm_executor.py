@@ -109,6 +109,26 @@ def test_gpus_must_be_devices_of_this_machine(tmp_path, capsys):
     assert (rc, err.strip()) == (2, f'pkmixer launch: error: {expected}')
 
 
+@pytest.mark.parametrize('record, detail', [
+    (dict(state='queued'), 'never started: its launcher (PID {pid} on {host}) has ended'),
+    (dict(state='running'), 'PID {pid} on {host} ended before its first epoch, its end unrecorded'),
+    (dict(state='interrupted', returncode=-15), 'stopped by signal 15 before its first epoch'),
+])
+def test_local_run_nothing_runs_is_cancelled_not_pending(tmp_path, capsys, record, detail):
+    """A record left queued, running or interrupted by a launcher that has ended, its run never started: cancelled,
+    with why, never pending (a state a reader would wait on)."""
+    import socket
+    _recipe(tmp_path, 'a', tmp_path)
+    gone = subprocess.Popen([sys.executable, '-c', 'pass'])
+    gone.wait()
+    (tmp_path / 'launch' / 'runs').mkdir(parents=True)
+    (tmp_path / 'launch' / 'runs' / 'a.json').write_text(json.dumps(dict(
+        record, pid=gone.pid, host=socket.gethostname(), executor='local', run_dir=str(tmp_path / 'runs' / 'a'))))
+    status = _status(capsys, tmp_path)['a']
+    assert (status['state'], status['detail']) == (
+        'cancelled', detail.format(pid=gone.pid, host=socket.gethostname()) + '; a relaunch runs it')
+
+
 # ------------------------------------------------------------------------------------------------- --slurm-arg
 
 @pytest.mark.parametrize('item, problem', [
