@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from timm_pkmixer.launch.errors import LaunchError, LaunchLockedError
 from timm_pkmixer.launch.lock import acquire_lock, release_lock
-from timm_pkmixer.launch.tasks import LaunchError, LaunchLockedError
 
 # a fresh interpreter forks PAIRS pairs of processes; each pair races for the lock of its own folder (half of the
 # folders hold a dead holder's lock, to be taken over); every process stays alive until all have tried
@@ -21,7 +21,7 @@ _RACE = textwrap.dedent('''
     import json, os, subprocess, sys
     from pathlib import Path
     from timm_pkmixer.launch.lock import acquire_lock
-    from timm_pkmixer.launch.tasks import LaunchLockedError
+    from timm_pkmixer.launch.errors import LaunchLockedError
     root, pairs = Path(sys.argv[1]), int(sys.argv[2])
     gone = subprocess.Popen([sys.executable, '-c', 'pass']); gone.wait()  # a PID nobody holds
     folders = [root / f'f{i}' for i in range(pairs)]
@@ -107,7 +107,7 @@ def test_a_fifo_in_place_of_the_lock_is_named_not_waited_on(tmp_path):
     path = tmp_path / 'launch' / 'lock'
     os.mkfifo(path)
     code = ('from pathlib import Path\nfrom timm_pkmixer.launch.lock import acquire_lock\n'
-            'from timm_pkmixer.launch.tasks import LaunchError\n'
+            'from timm_pkmixer.launch.errors import LaunchError\n'
             f'try:\n    acquire_lock(Path({str(tmp_path)!r}), "local")\n'
             'except LaunchError as e:\n    print(e)\n')
     proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=60)

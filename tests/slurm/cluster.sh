@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # A real single-node SLURM cluster for the tests of `pkmixer launch --executor slurm`.
 #
-#   tests/slurm/cluster.sh up      install slurm-wlm and munge if missing (root, apt-get), write a single-node
+#   tests/slurm/cluster.sh up      install slurm-wlm and munge if missing (as `install`), write a single-node
 #                                  slurm.conf into $PKMIXER_SLURM_DIR (default /tmp/pkmixer-slurm), start munged,
 #                                  slurmctld and slurmd, wait until `sinfo` shows the node idle; print
 #                                  `export SLURM_CONF=…`. Does nothing but print when the cluster is already up.
+#   tests/slurm/cluster.sh install install slurm-wlm and munge with apt-get (root; `apt-get update` first only when
+#                                  apt knows neither package); nothing more where they are installed
 #   tests/slurm/cluster.sh down    stop the three daemons this script started (by their pid files)
 #   tests/slurm/cluster.sh status  exit 0 when the cluster answers
 #
-# Exit status 3: SLURM cannot be had on this machine (not root, no apt-get, the install failed); the message says
-# why, and the SLURM tests skip with it. Any other failure is an error.
+# apt-get waits while another apt-get or dpkg holds its lock (an unattended upgrade, a second install), up to
+# $PKMIXER_APT_LOCK_WAIT seconds (default 600), saying so on stderr.
+#
+# Exit status 3: SLURM cannot be had on this machine (not root, or no apt-get); the message says why, and the SLURM
+# tests skip with it. Any other failure, an install that fails on a machine with root and apt-get included, is an
+# error (exit 1): the tests fail rather than skip.
 set -euo pipefail
 
 DIR="${PKMIXER_SLURM_DIR:-/tmp/pkmixer-slurm}"
@@ -18,17 +24,48 @@ PARTITION=debug
 HOST="$(hostname -s)"
 
 unavailable() { echo "SLURM unavailable: $*" >&2; exit 3; }
+fail() { echo "cluster.sh: $*" >&2; exit 1; }
+LOCK_WAIT="${PKMIXER_APT_LOCK_WAIT:-600}"
+
+apt_get() {  # apt-get "$@", its output on stderr, waiting up to $LOCK_WAIT s while another process holds apt's lock
+    local log held start=$SECONDS said=''
+    log="$(mktemp)"
+    while ! DEBIAN_FRONTEND=noninteractive apt-get -q "$@" >"$log" 2>&1; do
+        held="$(grep -m1 '^E: Could not get lock' "$log" | cut -c4-)" || true
+        if [ -z "$held" ]; then
+            cat "$log" >&2; rm -f "$log"; return 1
+        fi
+        if [ $((SECONDS - start)) -ge "$LOCK_WAIT" ]; then
+            rm -f "$log"
+            fail "apt-get $*: the lock was still held after ${LOCK_WAIT} s ($held); run again once that process is" \
+                "done (PKMIXER_APT_LOCK_WAIT sets the wait, in seconds)"
+        fi
+        if [ -z "$said" ]; then
+            echo "apt-get $1: $held; waiting up to ${LOCK_WAIT} s for it …" >&2
+            said=1
+        fi
+        sleep 2
+    done
+    cat "$log" >&2; rm -f "$log"
+}
+
+apt_install() {
+    [ "$(id -u)" = 0 ] || unavailable "slurm-wlm and munge are not installed and installing them needs root"
+    command -v apt-get >/dev/null || unavailable "slurm-wlm and munge are not installed and there is no apt-get"
+    [[ "$LOCK_WAIT" =~ ^[0-9]+$ ]] || fail "PKMIXER_APT_LOCK_WAIT must be a whole number of seconds, got '$LOCK_WAIT'"
+    echo "installing slurm-wlm and munge (apt-get) …" >&2
+    if ! apt-cache show slurm-wlm munge >/dev/null 2>&1; then
+        apt_get update || fail "apt-get update failed (its output is above); slurm-wlm and munge cannot be installed"
+    fi
+    apt_get install -y slurm-wlm munge || fail "apt-get install -y slurm-wlm munge failed (its output is above)"
+}
 
 install_packages() {
     if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null \
         && command -v sbatch >/dev/null; then
         return
     fi
-    [ "$(id -u)" = 0 ] || unavailable "slurm-wlm and munge are not installed and installing them needs root"
-    command -v apt-get >/dev/null || unavailable "slurm-wlm and munge are not installed and there is no apt-get"
-    echo "installing slurm-wlm and munge (apt-get) …" >&2
-    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge; } >&2 \
-        || unavailable "apt-get install slurm-wlm munge failed"
+    apt_install
 }
 
 answers() { SLURM_CONF="$CONF" timeout 10 sinfo -h -o '%t' 2>/dev/null | grep -qE '^(idle|mix|alloc)'; }
@@ -132,7 +169,8 @@ down() {
 
 case "${1:-}" in
     up) up ;;
+    install) apt_install ;;
     down) down ;;
     status) [ -f "$CONF" ] && answers ;;
-    *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+    *) echo "usage: $0 up|install|down|status" >&2; exit 2 ;;
 esac

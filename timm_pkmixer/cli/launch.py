@@ -93,7 +93,7 @@ def _background(args: argparse.Namespace, argv: List[str]) -> int:
     """`--no-wait` for an executor whose runs end with their launcher: the launch goes on in a background
     process (its output in DIR/launch/launcher.log); return once it holds the folder's lock."""
     from ..launch.lock import read_lock
-    from ..launch.tasks import STATE_DIR
+    from ..launch.records import STATE_DIR
     log_path = Path(args.dir) / STATE_DIR / 'launcher.log'
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, 'a', encoding='utf-8') as log:

@@ -1,5 +1,6 @@
 """`pkmixer status DIR`: one line per run of a launched folder (pending, running, finished, unfinished, failed,
-stale) and the train.py arguments its launches give every run. Reads files only: imports neither torch nor timm."""
+cancelled, stale) and the train.py arguments its launches give every run. Reads files only: imports neither torch
+nor timm."""
 import argparse
 import json
 import shlex
@@ -34,9 +35,10 @@ def run(args: argparse.Namespace) -> int:
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p = add_command(subparsers, 'status', run, help='where the runs of a launched folder are',
                     description='One line per recipe of DIR: pending, running, finished, unfinished (epoch k of n), '
-                                'failed (with the last lines of its log) or stale (finished, but its recipe or the '
-                                "launch's train.py arguments changed since: with what changed), the train.py "
-                                'arguments the launches give every run, and a total line. Finished is what '
+                                'failed (with the last lines of its log), cancelled (left the queue, or its '
+                                'launcher ended, before it started: nothing runs it) or stale (finished, but its '
+                                "recipe or the launch's train.py arguments changed since: with what changed), the "
+                                'train.py arguments the launches give every run, and a total line. Finished is what '
                                 '`pkmixer report` counts: every epoch train.py runs has its summary row.')
     p.add_argument('dir', help='a folder of recipes given to `pkmixer launch`')
     p.add_argument('--json', action='store_true', help='one JSON object: every run, the totals and the train.py '

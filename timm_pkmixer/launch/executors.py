@@ -6,6 +6,8 @@ from each field's ``metadata``: ``help``, ``type``), with
 * ``start(tasks) -> Batch``: start every task (:class:`~timm_pkmixer.launch.tasks.Task`; each is run by
   :func:`~timm_pkmixer.launch.tasks.execute`), and
 * ``holder_alive(record) -> bool``: whether the process or job named in a lock or run record is alive;
+* ``stopped_reason(record) -> str`` (optional): why a run whose record never reached its end (queued, running,
+  interrupted) and whose holder is gone is not running, in the executor's words (:func:`stopped_reason`);
 
 and a :class:`Batch` with ``wait(on_end)`` (call ``on_end(task, exit status)`` as each task ends; ``None`` when
 it ended unseen, e.g. cancelled in the queue) and ``job`` (the batch system's id, or None). ``detached`` says
@@ -16,10 +18,11 @@ whether the tasks outlive the launcher (a batch system's do). Adding an executor
   (``CUDA_VISIBLE_DEVICES``; `runs_per_gpu` runs share one); on a CPU each run gets its share of the idle cores as
   threads (:func:`~timm_pkmixer.experiments.threads.choose_threads`).
 * ``slurm``: one SLURM job array per launch through submitit, one array task per run; a run with several GPUs
-  runs under torchrun in its task.
+  runs under torchrun in its task. Its ``--slurm-arg`` options are checked (:func:`.slurm.parse_slurm_args`), and
+  the whole request is put to ``sbatch --test-only`` before anything is submitted: what the cluster can never run
+  is refused in SLURM's words. SLURM's commands are asked through :mod:`.slurm`.
 """
 import contextlib
-import dataclasses
 import io
 import os
 import queue
@@ -33,11 +36,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Set
 
-from ..validation import positive_int
-from .tasks import LaunchError, Task, execute, pid_alive, write_record
+from ..validation import non_negative_int, positive_int
+from .errors import LaunchError
+from .liveness import pid_alive
+from .records import read_record, write_record
+from .slurm import (
+    NO_TIME_LIMIT_MIN,
+    is_option_value,
+    job_state,
+    parse_slurm_args,
+    partition_limits,
+    sbatch_test_only,
+    sbatch_words,
+    squeue,
+)
+from .tasks import Task, execute
 
-__all__ = ['EXECUTORS', 'holder_alive', 'Batch', 'LocalExecutor', 'SlurmExecutor', 'SlurmTask', 'parse_gpus',
-           'parse_slurm_args', 'NO_SBATCH']
+__all__ = ['EXECUTORS', 'holder_alive', 'stopped_reason', 'Batch', 'LocalExecutor', 'SlurmExecutor', 'parse_gpus',
+           'NO_SBATCH']
 
 OnEnd = Callable[[Task, Optional[int]], None]
 NO_SBATCH = ("--executor slurm: there is no `sbatch` on PATH. Run this on a machine where SLURM's client commands "
@@ -65,16 +81,10 @@ def parse_gpus(text: str) -> List[str]:
     return items
 
 
-def parse_slurm_args(items: Sequence[str]) -> Dict[str, str]:
-    """``KEY=VALUE`` items (sbatch's long options without ``--``) → {KEY: VALUE}."""
-    out = {}
-    for item in items or ():
-        key, sep, value = str(item).partition('=')
-        if not sep or not key.strip() or key.startswith('-'):
-            raise LaunchError(f'slurm_arg must be KEY=VALUE with an sbatch option as KEY (e.g. account=myproj, '
-                              f'qos=high), got {item!r}')
-        out[key.strip()] = value
-    return out
+def _signal(record: Mapping[str, Any]) -> str:
+    """'signal N' of an interrupted run's record (exit status -N)."""
+    code = record.get('returncode')
+    return f'signal {-code}' if isinstance(code, int) and code < 0 else 'a signal'
 
 
 # ------------------------------------------------------------------------------------------------- local
@@ -140,7 +150,7 @@ class LocalExecutor:
         help='CPU threads per run (default: the idle cores shared among the workers)', type=int))
 
     def _slots(self) -> List[Dict[str, str]]:
-        if not self.gpus:
+        if self.gpus is None:
             if self.gpus_per_run > 0 or self.runs_per_gpu != 1:
                 raise LaunchError('gpus_per_run and runs_per_gpu place runs on devices: give the devices with gpus')
             return [{} for _ in range(positive_int('workers', 1 if self.workers is None else self.workers))]
@@ -155,6 +165,19 @@ class LocalExecutor:
             slots = slots[:positive_int('workers', self.workers)]
         return slots
 
+    def _check_devices(self) -> None:
+        """Every device of `gpus` is one of this machine's CUDA devices (torch imported only here)."""
+        import torch
+        count = torch.cuda.device_count()
+        if count == 0:
+            raise LaunchError('gpus: this machine has no CUDA device (torch.cuda.device_count() == 0); run on the '
+                              'CPU without --gpus')
+        missing = [d for d in parse_gpus(self.gpus) if int(d) >= count]
+        if missing:
+            has = 'one CUDA device (index 0' if count == 1 else f'{count} CUDA devices (indices 0 to {count - 1}'
+            raise LaunchError(f'gpus: device {", ".join(missing)} is not on this machine, which has {has}; '
+                              f'torch.cuda.device_count() == {count})')
+
     def plan(self) -> Dict[str, Any]:
         """What `plan_tasks` needs: the processes per run and the CPU threads of each."""
         from ..experiments.threads import choose_threads
@@ -163,7 +186,13 @@ class LocalExecutor:
         return dict(nproc=max(1, self.gpus_per_run), threads=threads, threads_why=why, slots=len(slots))
 
     def check(self) -> None:
+        """Every option's value, then the devices of `gpus` (raises :class:`LaunchError` naming the option)."""
+        non_negative_int('gpus_per_run', self.gpus_per_run)
+        if self.threads is not None:
+            positive_int('threads', self.threads)
         self._slots()
+        if self.gpus is not None:
+            self._check_devices()
 
     def start(self, tasks: Sequence[Task]) -> Batch:
         for task in tasks:  # pending while this launcher lives
@@ -175,49 +204,27 @@ class LocalExecutor:
     def holder_alive(record: Mapping[str, Any]) -> bool:
         return pid_alive(record.get('pid'), record.get('host'))
 
+    @staticmethod
+    def stopped_reason(record: Mapping[str, Any]) -> str:
+        """Why a run that never reached its first epoch is not running, from its record (its holder is gone)."""
+        where, state = f'PID {record.get("pid")} on {record.get("host")}', record.get('state')
+        if state == 'queued':
+            return f'never started: its launcher ({where}) has ended'
+        if state == 'interrupted':
+            return f'stopped by {_signal(record)} before its first epoch'
+        return f'{where} ended before its first epoch, its end unrecorded'
+
 
 # ------------------------------------------------------------------------------------------------- slurm
-
-class SlurmTask:
-    """What one SLURM array task calls: :func:`execute` of its task. Checkpointable (submitit's protocol: a
-    ``checkpoint`` method): when SLURM times the task out or preempts it, submitit requeues it, and the requeued task
-    resumes from ``last.pth.tar``."""
-
-    def checkpoint(self, task: Task) -> Any:
-        from submitit.helpers import DelayedSubmission
-        return DelayedSubmission(self, task)
-
-    def __call__(self, task: Task) -> int:
-        job = os.environ.get('SLURM_ARRAY_JOB_ID', os.environ.get('SLURM_JOB_ID', ''))
-        index = os.environ.get('SLURM_ARRAY_TASK_ID')
-        cpus = os.environ.get('SLURM_CPUS_PER_TASK')
-        if cpus and cpus.isdigit() and '--threads' not in task.argv:
-            threads = max(1, int(cpus) // max(1, task.nproc))
-            task = dataclasses.replace(task, argv=(*task.argv, '--threads', str(threads)))
-        return execute(task, job=f'{job}_{index}' if index is not None else job)
-
-
-def _squeue(job: str) -> Dict[str, str]:
-    """{array task id ``JOB_i``: SLURM state} of `job`'s tasks still in the queue ({} once it has left it)."""
-    try:
-        out = subprocess.run(['squeue', '-h', '-r', '-j', str(job), '-o', '%i %T'], capture_output=True, text=True,
-                             timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    if out.returncode:
-        return {}  # "Invalid job id": it has left the queue
-    return dict(line.split(None, 1) for line in out.stdout.splitlines() if line.strip())
-
 
 class _SlurmBatch(Batch):
     def __init__(self, job: str, tasks: Sequence[Task], job_ids: Sequence[str], poll_s: float):
         self.job, self.tasks, self.job_ids, self.poll_s = job, list(tasks), list(job_ids), poll_s
 
     def wait(self, on_end: OnEnd) -> None:
-        from .tasks import read_record
         left = dict(zip(self.job_ids, self.tasks))
         while left:
-            queued = _squeue(self.job)
+            queued = squeue(self.job)
             for tid in [t for t in left if t not in queued]:
                 task = left.pop(tid)
                 record = read_record(Path(task.state_dir), task.name)
@@ -248,6 +255,15 @@ class SlurmExecutor:
     poll_s: float = 5.
 
     def check(self) -> None:
+        """Every option's value, then sbatch, srun and submitit (raises :class:`LaunchError` naming the option)."""
+        if self.partition is not None and not is_option_value(self.partition):
+            raise LaunchError(f'partition must name a SLURM partition (`sinfo -s` lists them), got {self.partition!r}')
+        non_negative_int('gpus_per_run', self.gpus_per_run)
+        for name in ('cpus_per_run', 'array_parallelism'):
+            positive_int(name, getattr(self, name))
+        if self.time is not None:
+            positive_int('time', self.time)
+        parse_slurm_args(self.slurm_arg)
         if shutil.which('sbatch') is None or shutil.which('srun') is None:
             raise LaunchError(NO_SBATCH)
         try:
@@ -255,19 +271,27 @@ class SlurmExecutor:
         except ImportError:
             raise LaunchError("--executor slurm needs submitit: pip install submitit (or, in a checkout of "
                               "timm-pkmixer, pip install '.[cluster]')") from None
-        for name in ('cpus_per_run', 'array_parallelism'):
-            positive_int(name, getattr(self, name))
-        if self.time is not None:
-            positive_int('time', self.time)
-        parse_slurm_args(self.slurm_arg)
 
     def plan(self) -> Dict[str, Any]:
         return dict(nproc=max(1, self.gpus_per_run), threads=None, threads_why='', slots=self.array_parallelism)
 
-    def _parameters(self, folder_name: str) -> Dict[str, Any]:
+    def _time_limit(self) -> Optional[int]:
+        """Each task's time limit, minutes: `time`, checked against the partition's limit (sinfo), else the limit
+        SLURM would give (the partition's default, else its maximum; 365 days where it has none). Always a number
+        where sinfo answers: submitit's requeue of a preempted or timed-out task reads it."""
+        limits = partition_limits(self.partition)
+        if limits is None:
+            return self.time
+        name, default, maximum = limits
+        if self.time is not None and maximum is not None and self.time > maximum:
+            raise LaunchError(f'time: {self.time} minutes is more than partition {name} allows ({maximum} minutes; '
+                              f'sinfo), a job that would wait in the queue for ever')
+        return self.time or default or maximum or NO_TIME_LIMIT_MIN
+
+    def _parameters(self, folder_name: str, time_limit: Optional[int]) -> Dict[str, Any]:
         params: Dict[str, Any] = dict(job_name=f'pkmixer-{folder_name}', cpus_per_task=self.cpus_per_run,
-                                      array_parallelism=self.array_parallelism, stderr_to_stdout=True, time=self.time)
-        if self.partition:
+                                      array_parallelism=self.array_parallelism, stderr_to_stdout=True, time=time_limit)
+        if self.partition is not None:
             params['partition'] = self.partition
         if self.gpus_per_run:
             params['gpus_per_node'] = self.gpus_per_run
@@ -276,21 +300,32 @@ class SlurmExecutor:
             params['additional_parameters'] = extra
         return params
 
+    @staticmethod
+    def _test_only(executor: Any, count: int) -> None:
+        """Put the batch script submitit will submit for `count` tasks (its map_array's) to ``sbatch --test-only``
+        (:func:`.slurm.sbatch_test_only`): what the cluster can never run is refused before anything is submitted."""
+        from submitit.slurm.slurm import _make_sbatch_string
+        script = _make_sbatch_string(command='true', folder=executor.folder, map_count=count if count > 1 else None,
+                                     **executor.parameters)
+        sbatch_test_only(script)
+
     def start(self, tasks: Sequence[Task]) -> Batch:
         import submitit
         from submitit.core.utils import FailedJobError, FailedSubmissionError
+
+        from .slurm_task import SlurmTask
         state_dir = Path(tasks[0].state_dir)
         folder = state_dir / 'slurm' / time.strftime('%Y%m%d-%H%M%S')
         executor = submitit.SlurmExecutor(folder=folder)
-        executor.update_parameters(**self._parameters(state_dir.parent.name))
+        executor.update_parameters(**self._parameters(state_dir.parent.name, self._time_limit()))
+        self._test_only(executor, len(tasks))
         try:
             with contextlib.redirect_stderr(io.StringIO()):  # submitit prints sbatch's refusal: it is raised here
                 jobs = executor.map_array(SlurmTask(), list(tasks))
         except (FailedJobError, FailedSubmissionError) as e:
             shutil.rmtree(folder, ignore_errors=True)  # nothing was submitted: leave nothing behind
-            lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-            said = '; '.join(line.replace('sbatch: error: ', '') for line in lines) or type(e).__name__
-            raise LaunchError(f'SLURM refused the job array (nothing was submitted): {said}') from None
+            raise LaunchError(f'SLURM refused the job array (nothing was submitted): '
+                              f'{sbatch_words(str(e)) or type(e).__name__}') from None
         job_ids = [j.job_id for j in jobs]  # JOB_i for the tasks of an array (submitit submits one run as JOB)
         for job_id, task in zip(job_ids, tasks):
             write_record(state_dir, task.name, state='queued', job=job_id, executor=self.name,
@@ -305,7 +340,22 @@ class SlurmExecutor:
             return pid_alive(record.get('pid'), record.get('host'))
         if shutil.which('squeue') is None:
             return True  # cannot tell from here
-        return job in _squeue(job) if '_' in job else bool(_squeue(job))
+        return job in squeue(job) if '_' in job else bool(squeue(job))
+
+    @staticmethod
+    def stopped_reason(record: Mapping[str, Any]) -> str:
+        """Why a run that never reached its first epoch is not running: its job has left the queue (with SLURM's
+        state of it, while slurmctld remembers it)."""
+        job = str(record.get('job') or '')
+        if not job:
+            return LocalExecutor.stopped_reason(record)
+        said = job_state(job)
+        said = f' (SLURM: {said})' if said else ' (cancelled, or its node lost)'
+        if record.get('state') == 'queued':
+            return f'SLURM job {job} has left the queue and the run never started{said}'
+        if record.get('state') == 'interrupted':
+            return f'SLURM job {job} was stopped by {_signal(record)} before its first epoch{said}'
+        return f'SLURM job {job} has ended before its first epoch, its end unrecorded{said}'
 
 
 EXECUTORS: Dict[str, Any] = {e.name: e for e in (LocalExecutor, SlurmExecutor)}
@@ -315,3 +365,11 @@ def holder_alive(record: Mapping[str, Any]) -> bool:
     """Whether the process or batch job in a lock or run record is alive (its executor says)."""
     executor = EXECUTORS.get(record.get('executor', 'local'))
     return executor.holder_alive(record) if executor else pid_alive(record.get('pid'), record.get('host'))
+
+
+def stopped_reason(record: Mapping[str, Any]) -> str:
+    """Why the run of a record that never reached its end (queued, running, interrupted), whose holder is gone and
+    whose run folder has no epoch, is not running (its executor says), and that a relaunch runs it."""
+    executor = EXECUTORS.get(record.get('executor', 'local'))
+    said = getattr(executor, 'stopped_reason', LocalExecutor.stopped_reason)(record)
+    return f'{said}; a relaunch runs it'

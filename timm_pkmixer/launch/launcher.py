@@ -25,21 +25,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..experiments.launch_marker import launch_changes
 from ..experiments.run_folder import RunFileError
-from .errors import StateFileError
+from .errors import LaunchError, StateFileError
+from .executors import stopped_reason
 from .lock import acquire_lock, holder_alive, read_lock, release_lock, update_lock
 from .ownership import move_aside
-from .records import read_train_args, settle_train_args
-from .tasks import (
-    LaunchError,
-    Task,
-    default_run_dir,
-    find_recipes,
-    launch_state_dir,
-    log_tail,
-    plan_tasks,
-    read_record,
-    run_progress,
-)
+from .records import launch_state_dir, read_record, read_train_args, settle_train_args
+from .tasks import Task, default_run_dir, find_recipes, log_tail, plan_tasks, run_progress
 
 __all__ = ['RunStatus', 'run_status', 'read_status', 'read_launch_train_args', 'LaunchResult', 'launch']
 
@@ -97,6 +88,8 @@ def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> 
     elif record.get('state') == 'failed':
         status.state, status.detail = 'failed', record.get('reason') or f'exit status {record.get("returncode")}'
         status.log = log_tail(Path(state_dir) / 'logs' / f'{name}.log')
+    elif record.get('state') in ('queued', 'running', 'interrupted') and progress.state == 'absent':
+        status.state, status.detail = 'cancelled', stopped_reason(record)  # nothing runs it: never say pending
     elif progress.state == 'unfinished':
         status.state = 'unfinished'
         if status.changed:

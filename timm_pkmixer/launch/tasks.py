@@ -21,17 +21,15 @@ from ..errors import UserInputError
 from ..experiments.launch_marker import launch_changes
 from ..experiments.run_folder import ARGS_YAML, SUMMARY_CSV, run_state, run_state_with_schedule, schedule_record
 from ..experiments.safe_yaml import load_yaml, yaml_reason
-from .errors import LaunchError, LaunchLockedError, RunFolderTakenError, StateFileError
-from .liveness import pid_alive
+from .errors import LaunchError, RunFolderTakenError, StateFileError
 from .ownership import claim, mark_start, owner_problem
-from .records import STATE_DIR, folder_id, launch_state_dir, read_record, read_train_args, write_record
+from .records import folder_id, launch_state_dir, read_train_args, write_record
 from .state_files import open_log, open_regular
 
-__all__ = ['STATE_DIR', 'STATES', 'LOG_TAIL', 'LaunchError', 'LaunchLockedError', 'Progress', 'run_progress',
-           'find_recipes', 'default_run_dir', 'launch_state_dir', 'write_record', 'read_record',
-           'log_tail', 'pid_alive', 'Task', 'plan_tasks', 'execute']
+__all__ = ['STATES', 'LOG_TAIL', 'Progress', 'run_progress', 'find_recipes', 'default_run_dir', 'log_tail', 'Task',
+           'plan_tasks', 'execute']
 
-STATES = ('pending', 'running', 'finished', 'unfinished', 'failed', 'stale')
+STATES = ('pending', 'running', 'finished', 'unfinished', 'failed', 'cancelled', 'stale')
 LOG_TAIL = 5
 
 

@@ -1,0 +1,305 @@
+"""The executors' options, checked where they are given, and `--executor slurm` against the real single-node cluster
+of tests/slurm/cluster.sh: SLURM arguments checked before the batch script is written, what the cluster can never
+run refused in SLURM's words (`sbatch --test-only`), a run cancelled in the queue shown as cancelled, never pending;
+SlurmTask is submitit's Checkpointable."""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_sweep_launch import MINI, _drop_key, _launch, _recipe, _status, _summary_epochs, make_images, slurm_cluster
+
+from timm_pkmixer.launch.executors import SlurmExecutor
+from timm_pkmixer.launch.slurm import SLURM_OWNED, minutes, parse_slurm_args
+from timm_pkmixer.launch.tasks import Task
+
+
+@pytest.fixture(scope='module')
+def slurm():
+    return slurm_cluster()
+
+
+@pytest.fixture
+def sweep(tmp_path, slurm, monkeypatch):
+    """A folder of one recipe (never trained here: its data are nowhere), named uniquely so that its SLURM jobs
+    (``pkmixer-<folder>``) are this test's; any left in the queue are cancelled afterwards. SLURM_CONF names the
+    test cluster."""
+    monkeypatch.setenv('SLURM_CONF', slurm)
+    folder = tmp_path / f'sweep{time.time_ns()}'
+    _recipe(folder, 'a', tmp_path / 'no_data')
+    yield folder
+    subprocess.run(['scancel', '--name', f'pkmixer-{folder.name}'], capture_output=True,
+                   env=dict(os.environ, SLURM_CONF=slurm))
+
+
+@pytest.fixture
+def short_partition(slurm):
+    """A partition of the test cluster's node with a default time limit of 3 minutes and a maximum of 5 (created
+    with scontrol for this test, deleted afterwards)."""
+    env = dict(os.environ, SLURM_CONF=slurm)
+    node = subprocess.run(['sinfo', '-h', '-p', 'debug', '-o', '%N'], capture_output=True, text=True, env=env,
+                          check=True).stdout.strip()
+    name = f'short{os.getpid()}'
+    subprocess.run(['scontrol', 'create', f'PartitionName={name}', f'Nodes={node}', 'DefaultTime=3', 'MaxTime=5',
+                    'State=UP'], check=True, env=env)
+    yield name
+    subprocess.run(['scancel', '--partition', name], env=env)
+    deadline = time.time() + 60
+    while subprocess.run(['scontrol', 'delete', f'PartitionName={name}'], env=env).returncode and \
+            time.time() < deadline:  # "in use" while a cancelled job completes
+        time.sleep(0.5)
+
+
+def _queue(folder: Path) -> str:
+    """The jobs of `folder`'s launches in the queue."""
+    return subprocess.run(['squeue', '-h', '-r', '-n', f'pkmixer-{folder.name}', '-o', '%i %T'], capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _until(condition, seconds: float = 300) -> None:
+    deadline = time.time() + seconds
+    while not condition():
+        assert time.time() < deadline, 'timed out'
+        time.sleep(0.3)
+
+
+def _job_field(job: str, name: str) -> str:
+    out = subprocess.run(['scontrol', 'show', 'job', '-o', job], capture_output=True, text=True, check=True).stdout
+    return re.search(rf'\b{name}=(\S+)', out).group(1)
+
+
+# ------------------------------------------------------------------------------------------------- flags
+
+@pytest.mark.parametrize('argv, message', [
+    (['--gpus-per-run', '-1'], '--gpus-per-run must be a non-negative integer, got -1'),
+    (['--gpus', '0', '--gpus-per-run', '-1'], '--gpus-per-run must be a non-negative integer, got -1'),
+    (['--threads', '0'], '--threads must be a positive integer, got 0'),
+    (['--gpus', ''], "--gpus must be distinct device indices separated by commas, e.g. 0,1,2,3; got ''"),
+    (['--executor', 'slurm', '--gpus-per-run', '-1'], '--gpus-per-run must be a non-negative integer, got -1'),
+    (['--executor', 'slurm', '--partition', ''], "--partition must name a SLURM partition (`sinfo -s` lists them), "
+                                                 "got ''"),
+    (['--executor', 'slurm', '--partition', 'gpu\nsrun x'], "--partition must name a SLURM partition (`sinfo -s` "
+                                                            "lists them), got 'gpu\\nsrun x'"),
+    (['--executor', 'slurm', '--cpus-per-run', '0'], '--cpus-per-run must be a positive integer, got 0'),
+])
+def test_executor_flags_refused_where_given(tmp_path, capsys, argv, message):
+    _recipe(tmp_path, 'a', tmp_path)
+    rc, _, err = _launch(capsys, tmp_path, *argv)
+    assert (rc, err.strip()) == (2, f'pkmixer launch: error: {message}')
+    assert not (tmp_path / 'launch').exists()  # refused before the lock: nothing written
+
+
+def test_gpus_must_be_devices_of_this_machine(tmp_path, capsys):
+    """`--gpus` names CUDA devices this machine has (none here: the CPU would have run silently)."""
+    import torch
+    count = torch.cuda.device_count()
+    _recipe(tmp_path, 'a', tmp_path)
+    rc, _, err = _launch(capsys, tmp_path, '--gpus', str(count))  # device 0 where there is none
+    if count == 0:
+        expected = ('--gpus: this machine has no CUDA device (torch.cuda.device_count() == 0); run on the CPU without '
+                    '--gpus')
+    else:
+        has = 'one CUDA device (index 0' if count == 1 else f'{count} CUDA devices (indices 0 to {count - 1}'
+        expected = f'--gpus: device {count} is not on this machine, which has {has}; torch.cuda.device_count() == ' \
+                   f'{count})'
+    assert (rc, err.strip()) == (2, f'pkmixer launch: error: {expected}')
+
+
+@pytest.mark.parametrize('record, detail', [
+    (dict(state='queued'), 'never started: its launcher (PID {pid} on {host}) has ended'),
+    (dict(state='running'), 'PID {pid} on {host} ended before its first epoch, its end unrecorded'),
+    (dict(state='interrupted', returncode=-15), 'stopped by signal 15 before its first epoch'),
+])
+def test_local_run_nothing_runs_is_cancelled_not_pending(tmp_path, capsys, record, detail):
+    """A record left queued, running or interrupted by a launcher that has ended, its run never started: cancelled,
+    with why, never pending (a state a reader would wait on)."""
+    import socket
+    _recipe(tmp_path, 'a', tmp_path)
+    gone = subprocess.Popen([sys.executable, '-c', 'pass'])
+    gone.wait()
+    (tmp_path / 'launch' / 'runs').mkdir(parents=True)
+    (tmp_path / 'launch' / 'runs' / 'a.json').write_text(json.dumps(dict(
+        record, pid=gone.pid, host=socket.gethostname(), executor='local', run_dir=str(tmp_path / 'runs' / 'a'))))
+    status = _status(capsys, tmp_path)['a']
+    assert (status['state'], status['detail']) == (
+        'cancelled', detail.format(pid=gone.pid, host=socket.gethostname()) + '; a relaunch runs it')
+
+
+# ------------------------------------------------------------------------------------------------- --slurm-arg
+
+@pytest.mark.parametrize('item, problem', [
+    ('account\ntouch /tmp/pwned\n#=x', "'account\\ntouch /tmp/pwned\\n#' is not the name of an sbatch option "
+                                      "(KEY=VALUE with its long name as KEY, e.g. account=myproj or qos=high; KEY "
+                                      "alone for a flag, e.g. hold)"),
+    ('--qos=high', "'--qos' is not the name of an sbatch option"),
+    ('Account=x', "'Account' is not the name of an sbatch option"),
+    ('comment=a\nsrun rm -rf ~', "the value holds a control character ('\\n'); an sbatch option is one line"),
+    ('comment=a\x00', "the value holds a control character ('\\x00'); an sbatch option is one line"),
+    ('array=0-5', "--array is the launcher's own (one array task per run; --array-parallelism sets how many run at "
+                  "once)"),
+    ('arr=0-5', "--arr abbreviates --array, which is the launcher's own (one array task per run; --array-parallelism "
+                "sets how many run at once); give an option by its full name"),
+    ('cpus_per_task=8', "--cpus-per-task is the launcher's own (give it with --cpus-per-run)"),
+    ('job-name=x', "--job-name is the launcher's own (pkmixer-<folder>, the name squeue shows)"),
+    ('output=/tmp/x', "--output is the launcher's own (submitit's log of each task (each run's own log is "
+                      "DIR/launch/logs/<run>.log))"),
+    ('signal=USR1@60', "--signal is the launcher's own (submitit's signal to requeue a task before its time limit)"),
+    ('ntasks=4', "--ntasks is the launcher's own (each run is one task on one node)"),
+])
+def test_slurm_arg_keys_and_values_checked(tmp_path, capsys, item, problem):
+    with pytest.raises(ValueError) as refused:
+        parse_slurm_args([item])
+    assert str(refused.value).startswith(f'slurm_arg {item!r}: ') and problem in str(refused.value)
+    _recipe(tmp_path, 'a', tmp_path)
+    rc, _, err = _launch(capsys, tmp_path, '--executor', 'slurm', f'--slurm-arg={item}')
+    said = str(refused.value)[len(f'slurm_arg {item!r}: '):]
+    assert (rc, err.strip()) == (2, f'pkmixer launch: error: --slurm-arg {item!r}: {said}')
+    assert not (tmp_path / 'launch').exists()
+
+
+def test_slurm_args_accepted_and_owned_options_are_what_submitit_writes(tmp_path):
+    assert parse_slurm_args(['account=myproj', 'mail_type=END', 'hold', 'gpus=2', 'time-min=30', 'export=ALL,X=1']) \
+        == {'account': 'myproj', 'mail-type': 'END', 'hold': True, 'gpus': '2', 'time-min': '30', 'export': 'ALL,X=1'}
+    from submitit.slurm.slurm import _make_sbatch_string
+    executor = SlurmExecutor(partition='debug', gpus_per_run=1, time=10, slurm_arg=['account=myproj', 'hold'])
+    script = _make_sbatch_string(command='true', folder=tmp_path, map_count=2,
+                                 **executor._parameters('sweep', executor.time))
+    written = {line.split('=')[0][len('#SBATCH --'):] for line in script.splitlines() if line.startswith('#SBATCH')}
+    assert written - {'account', 'hold', 'wckey'} <= set(SLURM_OWNED)  # every option the launcher writes is its own
+    assert {'#SBATCH --account=myproj', '#SBATCH --hold', '#SBATCH --array=0-1%2'} <= set(script.splitlines())
+
+
+def test_slurm_times_read_as_minutes():
+    assert [minutes(t) for t in ('30', '30:00', '0:30', '1:30:00', '1:00:01', '2-00:00:00', '1-12', '1-12:30',
+                                 'infinite', 'n/a', 'UNLIMITED')] == [30, 30, 1, 90, 61, 2880, 2160, 2190, None, None,
+                                                                      None]
+
+
+# ------------------------------------------------------------------------------------------------- the cluster
+
+def test_slurm_refuses_what_the_cluster_can_never_run_before_submitting(sweep, capsys):
+    cpus = int(re.search(r'CPUTot=(\d+)', subprocess.run(['scontrol', 'show', 'node'], capture_output=True,
+                                                        text=True, check=True).stdout).group(1))
+    for argv, said in [
+        (['--cpus-per-run', '1000'], 'Requested node configuration is not available'),
+        (['--slurm-arg', 'mem=100000000'], 'Requested node configuration is not available'),
+        (['--slurm-arg', 'no-such-option=1'], "unrecognized option '--no-such-option=1'"),
+        (['--slurm-arg', 'hold=yes'], "option '--hold' doesn't allow an argument"),
+        (['--gpus-per-run', '1'], 'Invalid generic resource (gres) specification'),
+    ]:
+        rc, _, err = _launch(capsys, sweep, '--executor', 'slurm', '--partition', 'debug', *argv, '--no-wait')
+        assert rc == 2 and err.startswith(f'pkmixer launch: error: SLURM refused the job array (nothing was '
+                                          f'submitted): {said} (sbatch --test-only '), (argv, err)
+        assert '--partition=debug' in err and '--output' not in err
+        assert _queue(sweep) == ''  # nothing waits in the queue for ever
+        assert not (sweep / 'launch' / 'runs').exists() and not (sweep / 'launch' / 'slurm').exists()
+        assert not (sweep / 'launch' / 'lock').exists()
+    rc, _, err = _launch(capsys, sweep, '--executor', 'slurm', '--cpus-per-run', str(cpus + 1), '--no-wait')
+    assert rc == 2 and f'--cpus-per-task={cpus + 1}' in err and 'Requested node configuration' in err
+
+
+def test_run_cancelled_in_the_queue_is_cancelled_not_pending(sweep, capsys):
+    """A run whose SLURM job is cancelled (real `scancel`) before it starts: `status` and the waiting launcher say
+    cancelled, with the job, never pending; a relaunch runs it."""
+    later = ('--executor', 'slurm', '--partition', 'debug', '--slurm-arg', 'begin=now+1hour')  # queued, not started
+    rc, out, _ = _launch(capsys, sweep, *later, '--no-wait')
+    assert rc == 0, out
+    job = re.search(r'as SLURM job array (\d+)', out).group(1)
+    status = _status(capsys, sweep)
+    assert (status['a']['state'], status['a']['detail']) == ('pending', f'queued: SLURM job {job}')
+    subprocess.run(['scancel', job], check=True)
+    deadline = time.time() + 120
+    while _queue(sweep) and time.time() < deadline:
+        time.sleep(0.3)
+    status = _status(capsys, sweep)
+    assert (status['a']['state'], status['a']['detail']) == (
+        'cancelled', f'SLURM job {job} has left the queue and the run never started (SLURM: CANCELLED); a relaunch '
+                     f'runs it')
+    assert status['total'] == dict(pending=0, running=0, finished=0, unfinished=0, failed=0, cancelled=1)
+
+    # a launcher waiting on its job says how the run ended
+    proc = subprocess.Popen([sys.executable, '-m', 'timm_pkmixer', 'launch', str(sweep), *later, '--train-py', MINI],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        record = sweep / 'launch' / 'runs' / 'a.json'
+        while json.loads(record.read_text()).get('job') == job and time.time() < deadline:
+            time.sleep(0.3)
+        second = json.loads(record.read_text())['job']
+        assert second != job and _queue(sweep)
+        subprocess.run(['scancel', second], check=True)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, err
+    assert f'[pkmixer launch] 1/1 a: cancelled (SLURM job {second} has left the queue and the run never started ' \
+           f'(SLURM: CANCELLED); a relaunch runs it)' in out.splitlines()
+    capsys.readouterr()
+    from timm_pkmixer.cli import main as cli_main
+    assert cli_main(['status', str(sweep)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == \
+        'total 1: 0 pending, 0 running, 0 finished, 0 unfinished, 0 failed, 1 cancelled'
+
+
+def test_time_limit_is_the_partitions_and_checked_against_it(sweep, short_partition, capsys):
+    """--time above the partition's maximum is refused (SLURM would keep the job pending for ever; sbatch
+    --test-only accepts it); without --time each task asks the limit SLURM gives (the partition's default, else its
+    maximum, else 365 days): a number submitit's requeue reads."""
+    slurm = ('--executor', 'slurm', '--no-wait')
+    rc, _, err = _launch(capsys, sweep, *slurm, '--partition', short_partition, '--time', '10')
+    assert (rc, err.strip()) == (2, f'pkmixer launch: error: --time: 10 minutes is more than partition '
+                                    f'{short_partition} allows (5 minutes; sinfo), a job that would wait in the queue '
+                                    f'for ever')
+    assert _queue(sweep) == '' and not (sweep / 'launch' / 'runs').exists()
+    for argv, limit in [(('--partition', short_partition), '00:03:00'),
+                        (('--partition', short_partition, '--time', '4'), '00:04:00'),
+                        (('--partition', 'debug'), '365-00:00:00')]:
+        rc, out, _ = _launch(capsys, sweep, *slurm, *argv, '--slurm-arg', 'begin=now+1hour')
+        assert rc == 0, out
+        job = re.search(r'as SLURM job array (\d+)', out).group(1)
+        assert _job_field(job, 'TimeLimit') == limit
+        subprocess.run(['scancel', job], check=True)
+        _until(lambda: not _queue(sweep))
+
+
+@pytest.mark.slow  # two starts of a run on the cluster: about a minute idle
+def test_task_timed_out_is_requeued_and_resumes(sweep, capsys):
+    """SLURM's USR2 before the time limit (sent here with scancel --signal; submitit counts a signal within 10 minutes
+    of the limit as the timeout): submitit checkpoints the task (SlurmTask is Checkpointable), requeues it, and the
+    requeued task resumes the run from its last.pth.tar. (A preempted task takes the same way; without --time it
+    needs the numeric limit test_time_limit_is_the_partitions_and_checked_against_it checks.)"""
+    recipe = _recipe(sweep, 'a', make_images(sweep.parent / 'images'), epochs=3, epoch_sleep=3)
+    rc, out, _ = _launch(capsys, sweep, '--executor', 'slurm', '--partition', 'debug', '--time', '10', '--no-wait')
+    assert rc == 0, out
+    job = re.search(r'as SLURM job array (\d+)', out).group(1)
+    run_dir = sweep / 'runs' / 'a'
+    _until(lambda: (run_dir / 'summary.csv').is_file() and _summary_epochs(run_dir)[0])
+    subprocess.run(['scancel', '--signal=USR2', job], check=True)
+    _until(lambda: _job_field(job, 'JobState') not in ('RUNNING', 'COMPLETING', 'REQUEUED'))
+    assert (_job_field(job, 'JobState'), _job_field(job, 'Reason')) == ('PENDING', 'BeginTime')  # requeued
+    _drop_key(recipe, 'epoch_sleep')
+    subprocess.run(['scontrol', 'update', f'JobId={job}', 'StartTime=now'], check=True)  # SLURM holds it 2 minutes
+    _until(lambda: not _queue(sweep))
+    assert _status(capsys, sweep)['a']['state'] == 'finished'
+    assert _summary_epochs(run_dir)[0] == [0, 1, 2]  # no epoch trained twice
+    log = (sweep / 'launch' / 'logs' / 'a.log').read_text()
+    assert log.count(f'(SLURM job {job}): ') == 2 and f'(SLURM job {job}): resuming from epoch ' in log
+    [submitit_log] = (sweep / 'launch' / 'slurm').glob(f'*/{job}_0_log.out')
+    assert 'this job is timed-out' in submitit_log.read_text()
+
+
+# ------------------------------------------------------------------------------------------------- the task
+
+def test_slurm_task_is_submitits_checkpointable():
+    """submitit's own Checkpointable (no checkpoint method of ours): on a timeout or preemption it resubmits the same
+    task, which resumes the run from its last.pth.tar when it starts again (tasks.execute)."""
+    from submitit.helpers import Checkpointable, DelayedSubmission
+
+    from timm_pkmixer.launch.slurm_task import SlurmTask
+    assert issubclass(SlurmTask, Checkpointable) and 'checkpoint' not in vars(SlurmTask)
+    task = Task('a', '/d/a.yaml', '/d/runs/a', ('--epochs', '2'), '/d/launch', 'slurm')
+    again = SlurmTask().checkpoint(task)
+    assert isinstance(again, DelayedSubmission) and isinstance(again.function, SlurmTask) and again.args == (task,)
