@@ -44,6 +44,13 @@ print(len(timm.list_models("rp_mixer*")))
         len(timm.list_models("rp_mixer*")))
 
 
+def test_a_probe_for_timm_before_its_import_does_not_disarm_the_hook():
+    """Libraries ask whether timm is installed before importing it (transformers' is_timm_available:
+    importlib.util.find_spec): the startup hook still registers the models when timm is then imported."""
+    code = 'import importlib.util; importlib.util.find_spec("timm"); import timm; print(timm.is_model("rp_mixer_b_w"))'
+    assert run_python(code, env_extra={'TIMM_PKMIXER_AUTOLOAD': '1'}).stdout.strip() == 'True'
+
+
 def test_explicit_import_before_timm():
     out = run_python('import timm_pkmixer, timm; print(timm.is_model("pk_mixer_b_w"))').stdout.strip()
     assert out == 'True'

@@ -15,7 +15,7 @@ from ..errors import InputShapeError, InvalidArgumentError
 from ..layers.structure import DerivedStructure
 from ..sizes import PlannedTensor, check_model_size
 from ..validation import choice, int_pair, non_negative_int
-from ._checkpoint import check_state_dict, checkpoint_filter_fn
+from ._checkpoint import check_config_num_classes, check_state_dict, checkpoint_filter_fn
 
 __all__ = ['build_registered', 'ALTERNATIVE_ARGS', 'UNUSED_ARGS', 'TRAINING_ONLY_ARGS', 'ModelArgs', 'merge_args',
            'layer_name', 'act_layer_arg', 'patch_grid', 'paper_cfg', 'check_input', 'PKModelMixin', 'FlatMapHeadMixin']
@@ -274,6 +274,9 @@ def build_registered(model_class: type, variant: str, pretrained: bool, model_ar
     """An entry point's model: `variant` of `model_class` from its `model_args`, every one of which the caller's
     kwargs may override (:func:`merge_args`), through timm's ``build_model_with_cfg`` with our checkpoint filter
     and the feature getter."""
+    cfg = kwargs.get('pretrained_cfg')
+    if isinstance(cfg, Mapping):  # read from a config.json (timm's local-dir: / hf-hub:): checked before timm reads it
+        check_config_num_classes(cfg)
     kwargs = merge_args(model_args, kwargs)
     out_indices = kwargs.pop('out_indices', 3)
     return build_model_with_cfg(
