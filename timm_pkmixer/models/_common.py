@@ -2,7 +2,7 @@
 (:class:`ModelArgs`), the size check of a record, the pretrained cfg."""
 import json
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -53,6 +53,9 @@ class ModelArgs(Mapping):
     ``type(model)(**model.model_args)`` rebuilds the same architecture.
     """
 
+    # fields the record resolves from a group of ALTERNATIVE_ARGS, recomputed when the group changes (replace)
+    RESOLVED_FROM: ClassVar[Mapping[Tuple[str, ...], Tuple[str, ...]]] = {}
+
     @classmethod
     def resolve(cls, given: Mapping[str, Any]) -> 'ModelArgs':
         """The record of the constructor arguments `given` (every field), validated and canonical."""
@@ -89,11 +92,24 @@ class ModelArgs(Mapping):
         return len(self.names())
 
     def replace(self, **changes: Any) -> 'ModelArgs':
-        """The record of another architecture (an expanded one, a new head): these `changes` resolved again."""
+        """The record of another architecture (an expanded one, a new head): these `changes` resolved again, as a
+        caller's kwargs at an entry point (:func:`merge_args`): a change to one spelling of an
+        :data:`ALTERNATIVE_ARGS` group (``mlp_ratio``, ``gamma``, ``norm_layer``, ``omega``, …) replaces the
+        record's other spelling and what the record resolved from the group (:attr:`RESOLVED_FROM`), and one that
+        makes arguments meaningless (:data:`UNUSED_ARGS`) drops them."""
         unknown = sorted(set(changes) - set(self.names()))
         if unknown:
             raise InvalidArgumentError(f'no model arguments {unknown}; the model takes {sorted(self.names())}')
-        return self.resolve({**self, **changes})
+        values = dict(self)
+        dropped: List[str] = []
+        for group in ALTERNATIVE_ARGS:
+            if any(changes.get(k) is not None for k in group):
+                dropped += [*group, *self.RESOLVED_FROM.get(group, ())]
+        for (name, value), unused in UNUSED_ARGS.items():
+            if name in changes and changes[name] == value:
+                dropped += unused
+        values.update({k: None for k in dropped if k in values})
+        return self.resolve({**values, **changes})
 
     def to_json(self, exclude: Tuple[str, ...] = ()) -> Dict[str, Any]:
         """A JSON-ready dict (tuples as lists) without the arguments in `exclude` (e.g. TRAINING_ONLY_ARGS)."""

@@ -273,6 +273,8 @@ class MixerArgs(ModelArgs):
     global_pool: str
     tiles: int
 
+    RESOLVED_FROM = {('mlp_ratio', 'gamma'): ('token_hidden_dim', 'channel_hidden_dim')}
+
     @classmethod
     def resolve(cls, given: Mapping[str, Any]) -> 'MixerArgs':
         """The record of PKMixer's arguments `given`, validated (each refusal names its argument)."""
