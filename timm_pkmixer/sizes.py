@@ -31,7 +31,7 @@ import torch.nn as nn
 from .errors import ModelTooLargeError
 
 __all__ = ['PlannedTensor', 'META_LIMIT', 'device_memory', 'target', 'check_memory', 'model_nbytes',
-           'check_model_size', 'refuse_unbounded', 'format_count']
+           'check_model_size', 'refuse_unbounded', 'format_count', 'format_bytes']
 
 META_LIMIT = 2 ** 50  # 1 PiB: the bound on the meta device
 
@@ -66,13 +66,18 @@ def format_count(n: Size) -> str:
     return f'{digits[0]}.{digits[1:3]}e{len(digits) - 1}'
 
 
-def _bytes(n: Size) -> str:
-    if n == float('inf') or n >= 10 ** 18:
+def format_bytes(n: Size) -> str:
+    """A byte count in decimal units, 3 significant digits ('999 bytes', '1.5 kB', '5.24 MB', '1 MB' for 999 500;
+    past 1e18 bytes as a count, inf included)."""
+    if n == float('inf') or n >= 999.5 * 10 ** 15:
         return f'{format_count(n)} bytes'
-    for unit, scale in (('PB', 10 ** 15), ('TB', 10 ** 12), ('GB', 10 ** 9), ('MB', 10 ** 6), ('kB', 10 ** 3)):
-        if n >= scale:
-            return f'{n / scale:.3g} {unit}'
-    return f'{int(n)} bytes'
+    if n < 1000:
+        return f'{int(n)} bytes'
+    for unit, scale in (('kB', 10 ** 3), ('MB', 10 ** 6), ('GB', 10 ** 9), ('TB', 10 ** 12), ('PB', 10 ** 15)):
+        shown = f'{n / scale:.3g}'
+        if float(shown) < 1000:  # else it rounds up to the next unit
+            return f'{shown} {unit}'
+    raise AssertionError(n)  # unreachable: n < 999.5e15
 
 
 def _ram() -> Tuple[int, str]:
@@ -127,10 +132,10 @@ def check_memory(tensors: Iterable[PlannedTensor], device: torch.device, cause: 
     shape = ' × '.join(format_count(s) for s in big.shape)
     per = f' × {big.count}' if big.count > 1 else ''
     raise ModelTooLargeError(
-        f'{cause or big.args}: {what} would need {_bytes(total)} for its parameters and buffers alone'
+        f'{cause or big.args}: {what} would need {format_bytes(total)} for its parameters and buffers alone'
         + (f' ({copies} copies)' if copies > 1 else '')
-        + f', more than the {_bytes(limit)} of {where}; the largest is {big.name} ({shape}{per}, '
-        f'{_bytes(big.nbytes)}). Refused before allocating anything: a model must fit in the memory of the '
+        + f', more than the {format_bytes(limit)} of {where}; the largest is {big.name} ({shape}{per}, '
+        f'{format_bytes(big.nbytes)}). Refused before allocating anything: a model must fit in the memory of the '
         f'device it is built on. {advice}')
 
 
