@@ -9,21 +9,24 @@ model that could be built is refused; one that could not is refused with a
 it would need and the memory there is, instead of torch's "Storage size calculation overflowed",
 "can't allocate memory" or a machine that swaps until the process is killed.
 
-The bound is read from the model's record (``model_args``) in two steps, by :func:`check_model_size`, which every
-constructor calls before its first layer and ``expand_resolution`` calls for the expanded model:
+The bound is read from the model's record (``model_args``), arithmetically, by :func:`check_model_size`, which
+every constructor calls before its first layer and ``expand_resolution`` calls for the expanded model; no model
+is built for it:
 
-1. an arithmetic pre-check: the record's largest tensors (:class:`PlannedTensor`, listed by the model file next to
-   its record, each naming the arguments that set it) in Python integers, a lower bound that refuses absurd
-   sizes naming the argument, where a build could not even be attempted (element counts past torch's int64 or
-   any float, a hidden width of γ = 1e300);
-2. the exact bytes: the model built from the record on the ``meta`` device (no memory, no values), summing
-   ``numel × itemsize`` of its parameters and buffers, so the bound cannot drift from the model's tensors.
+1. the record's tensors (:class:`PlannedTensor`, listed by the model file next to its record, each naming the
+   arguments that set it): every parameter and buffer, numel × itemsize in Python integers, so that absurd sizes
+   are refused naming the argument where a build could not even be attempted (element counts past torch's int64
+   or any float, a hidden width of γ = 1e300);
+2. then the tensors of the layers given by timm name (a norm layer such as ``'rmsnorm'``, an activation with
+   parameters such as ``'prelu'``): one of each built on the ``meta`` device (no memory) and counted.
+
+Their sum is the exact bytes of the model's parameters and buffers (``tests/test_sizes.py`` compares it with the
+real tensors of every registered model and of builds that give every constructor argument another value).
 """
-import contextvars
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, List, Tuple, Union
+from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -31,7 +34,8 @@ import torch.nn as nn
 from .errors import ModelTooLargeError
 
 __all__ = ['PlannedTensor', 'META_LIMIT', 'device_memory', 'target', 'check_memory', 'model_nbytes',
-           'check_model_size', 'refuse_unbounded', 'format_count', 'format_bytes']
+           'check_model_size', 'refuse_unbounded', 'format_count', 'format_bytes', 'linear_tensors',
+           'module_tensors']
 
 META_LIMIT = 2 ** 50  # 1 PiB: the bound on the meta device
 
@@ -54,6 +58,22 @@ class PlannedTensor:
     @property
     def nbytes(self) -> Size:
         return self.numel * self.itemsize * self.count
+
+
+def linear_tensors(name: str, in_features: Size, out_features: Size, itemsize: int, args: str, count: int = 1,
+                   bias: bool = True) -> List[PlannedTensor]:
+    """The tensors of `count` ``nn.Linear(in_features, out_features, bias)``: weight (out, in) and bias (out,)."""
+    tensors = [PlannedTensor(f'{name}.weight', (out_features, in_features), itemsize, args, count)]
+    if bias:
+        tensors.append(PlannedTensor(f'{name}.bias', (out_features,), itemsize, args, count))
+    return tensors
+
+
+def module_tensors(name: str, module: nn.Module, args: str, count: int = 1) -> List[PlannedTensor]:
+    """The parameters and buffers of `count` modules like `module` (a small layer built on the meta device to be
+    counted: a norm layer or an activation given by timm name)."""
+    return [PlannedTensor(f'{name}.{n}', tuple(t.shape), t.element_size(), args, count)
+            for n, t in (*module.named_parameters(), *module.named_buffers())]
 
 
 def format_count(n: Size) -> str:
@@ -149,12 +169,9 @@ def model_nbytes(model: nn.Module) -> int:
     return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
 
 
-_MEASURING = contextvars.ContextVar('timm_pkmixer_measuring', default=False)
-
-
 def check_model_size(
-        build: Callable[..., nn.Module],
         plan: Callable[[int], List[PlannedTensor]],
+        layers: Callable[[Optional[torch.dtype]], List[PlannedTensor]],
         device: Any = None,
         dtype: Any = None,
         cause: str = '',
@@ -163,28 +180,18 @@ def check_model_size(
         advice: str = 'Choose smaller sizes.',
 ) -> int:
     """Refuse a model whose parameters and buffers would not fit in `device`'s memory, before anything is
-    allocated (module docstring); returns their bytes (× `copies`).
+    allocated (module docstring); returns their bytes (× `copies`), exactly.
 
     Args:
-        build: ``build(device=..., dtype=...)`` builds the model (its constructor, from its record); it is called
-            on the meta device, where its own size check is skipped (this one measures it).
-        plan: ``plan(itemsize)``: the record's largest tensors, the arithmetic pre-check (a lower bound).
+        plan: ``plan(itemsize)``: the record's tensors but those of its layers given by name, in Python integers.
+        layers: ``layers(dtype)``: the tensors of those layers (each counted on the meta device); asked only once
+            `plan` fits, so that no layer is built at an absurd size.
         device: Where the model will be built (torch.device contexts honoured).
         dtype: Its parameter dtype.
         cause, copies, what, advice: As :func:`check_memory` (``expand_resolution``: the factor, 2 copies).
     """
-    if _MEASURING.get():  # the meta build of an outer check: measured there
-        return 0
     device, itemsize = target(device, dtype)
     planned = plan(itemsize)
     check_memory(planned, device, cause=cause, copies=copies, what=what, advice=advice)
-    token = _MEASURING.set(True)
-    try:
-        model = build(device=torch.device('meta'), dtype=dtype)
-    finally:
-        _MEASURING.reset(token)
-    cause = cause or max(planned, key=lambda t: t.nbytes).args  # the arguments of the bulk
-    tensors = [PlannedTensor(name, tuple(t.shape), t.element_size(), cause)
-               for name, t in (*model.named_parameters(), *model.named_buffers())]
-    check_memory(tensors, device, cause=cause, copies=copies, what=what, advice=advice)
-    return model_nbytes(model) * copies
+    planned += layers(dtype)
+    return int(check_memory(planned, device, cause=cause, copies=copies, what=what, advice=advice))

@@ -62,8 +62,15 @@ class ModelArgs(Mapping):
         raise NotImplementedError
 
     def planned_tensors(self, itemsize: int, sources: Mapping[str, str]) -> List[PlannedTensor]:
-        """The largest tensors of the model, the size bound's arithmetic pre-check (:mod:`timm_pkmixer.sizes`);
-        `sources` names arguments as the caller gave them (e.g. ``{'channel': 'gamma=1e+300 …'}``)."""
+        """Every parameter and buffer of the model (`itemsize` bytes per parameter element) but those of the
+        layers given by timm name (:meth:`layer_tensors`), for the size bound (:mod:`timm_pkmixer.sizes`), in
+        Python integers; `sources` names arguments as the caller gave them (e.g. ``{'channel': 'gamma=1e+300 …'}``).
+        """
+        raise NotImplementedError
+
+    def layer_tensors(self, dtype: Optional[torch.dtype]) -> List[PlannedTensor]:
+        """The tensors of the layers given by timm name (norm, activation), each kind counted once on the meta
+        device; with :meth:`planned_tensors`, every tensor of the model."""
         raise NotImplementedError
 
     def describe(self) -> ModelDescription:
@@ -218,11 +225,10 @@ class PKModelMixin:
                    sources: Optional[Mapping[str, str]] = None, **message: Any) -> int:
         """Refuse the model that record `args` builds if its parameters and buffers would not fit in the memory of
         `device`, before anything is allocated (:func:`~timm_pkmixer.sizes.check_model_size`: the record's
-        largest tensors, then a meta-device build); returns their bytes. `sources`: the arguments as the caller
-        gave them, for messages; `message`: ``cause``, ``copies``, ``what``, ``advice``."""
-        return check_model_size(lambda **dd: cls(**args, **dd),
-                                lambda itemsize: args.planned_tensors(itemsize, sources or {}), device, dtype,
-                                **message)
+        tensors, counted without building the model); returns their bytes. `sources`: the arguments as the
+        caller gave them, for messages; `message`: ``cause``, ``copies``, ``what``, ``advice``."""
+        return check_model_size(lambda itemsize: args.planned_tensors(itemsize, sources or {}), args.layer_tensors,
+                                device, dtype, **message)
 
     @torch.jit.ignore
     def describe(self) -> ModelDescription:
