@@ -227,6 +227,24 @@ def test_replace_applies_every_alias(name, change):
     assert replaced == type(model)(**given, **change, device='meta').model_args
 
 
+@pytest.mark.parametrize('mlp_ratio', [4.0, (1.0, 2.0)])
+def test_timms_spellings_mean_what_they_mean_in_timm(mlp_ratio):
+    """mlp_ratio and norm_layer are timm's spellings, kept for timm compatibility: with them a PK Mixer has the shapes
+    (and LayerNorm epsilon) of timm's MlpMixer; gamma and norm_eps are the paper's spellings of the same things."""
+    from functools import partial
+    ours = timm.create_model('pk_mixer_s16_224', mlp_ratio=mlp_ratio, device='meta')
+    theirs = timm.create_model('mixer_s16_224', mlp_ratio=mlp_ratio, device='meta')  # (its num_blocks is fixed)
+    assert {k: v.shape for k, v in ours.state_dict().items()} == {k: v.shape for k, v in theirs.state_dict().items()}
+    assert ours.blocks[0].norm1.eps == theirs.blocks[0].norm1.eps == 1e-6
+    s, c = ours.num_tokens, ours.embed_dim
+    record = ours.model_args
+    gamma = (record.token_hidden_dim / s, record.channel_hidden_dim / c)
+    assert timm.create_model('pk_mixer_s16_224', gamma=gamma, device='meta').model_args == record
+    by_layer = timm.create_model('pk_mixer_s16_224', mlp_ratio=mlp_ratio, norm_eps=None,
+                                 norm_layer=partial(torch.nn.LayerNorm, eps=1e-6), device='meta').model_args
+    assert by_layer == record and (record.norm_layer, record.norm_eps) == (None, 1e-6)
+
+
 def test_replace_drops_the_hidden_widths_of_an_s_mixer():
     record = timm.create_model('pk_mixer_ss_w_32', num_blocks=2, device='meta').model_args
     assert record.replace(block_type='fc').token_hidden_dim is None  # as block_type='fc' at an entry point

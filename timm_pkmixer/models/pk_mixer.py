@@ -422,10 +422,11 @@ class PKMixer(PKModelMixin, nn.Module):
         patch_size: Patch size P; S0 = HW/P² patches of C0 = in_chans·P² values.
         num_blocks: Depth L.
         embed_dim: Channels C of the mixing layers (per-patch FC maps C0 → C).
-        mlp_ratio: As in timm's MlpMixer: token and channel hidden widths int(r·C), one r or
-            (r_tokens, r_channels); default (0.5, 4.0), timm's. 'mlp' blocks only.
-        gamma: The paper's expansion γ: hidden widths round(γS) and round(γC) (one γ or (γ_tokens,
-            γ_channels)). Instead of `mlp_ratio`.
+        mlp_ratio: timm's spelling of the hidden widths, as in timm's MlpMixer (kept for timm compatibility): token
+            and channel hidden widths int(r·C), one r or (r_tokens, r_channels); default (0.5, 4.0), timm's.
+            'mlp' blocks only. Give it or `gamma`, not both.
+        gamma: The paper's spelling of the hidden widths, its expansion γ: round(γS) and round(γC) (one γ or
+            (γ_tokens, γ_channels)). Instead of `mlp_ratio`; the record holds the widths either gives.
         token_hidden_dim: Explicit token-MLP hidden width (overrides the ratio's).
         channel_hidden_dim: Explicit channel-MLP hidden width (overrides the ratio's).
         num_tokens: Tokens S of the mixing layers; None for S = S0.
@@ -434,8 +435,10 @@ class PKMixer(PKModelMixin, nn.Module):
             (e.g. ['random'] + ['normal'] * 7: only the first block is random, Fig. S.4).
         perm_seed: Seed of the fixed random permutations.
         skip_layer: Use the SkipLayer in block 0; None: only when S ≠ S0.
-        norm_layer: As in timm: the norm layer (class, partial or name); default LayerNorm(eps=norm_eps).
-        norm_eps: LayerNorm epsilon (paper: 1e-5, the default; timm's Mixers: 1e-6). Instead of `norm_layer`.
+        norm_layer: timm's spelling (kept for timm compatibility): the norm layer (class, partial or name); default
+            LayerNorm(eps=norm_eps). Give it or `norm_eps`, not both.
+        norm_eps: The short spelling of torch's LayerNorm: its epsilon (paper: 1e-5, the default; timm's Mixers:
+            1e-6). Instead of `norm_layer`; ``norm_layer=partial(nn.LayerNorm, eps=e)`` is recorded as it.
         act_layer: Activation φ (GELU in the paper).
         weight_init: 'paper' (mixing weights N(0, 1/fan_in), §4.3) or 'timm' (timm's Mixer init).
         nlhb: As in timm: initialise the head bias to -log(num_classes).
