@@ -11,8 +11,11 @@ Importing the package changes nothing in torch. The check runs only where it is 
   loop);
 * at ``DistributedDataParallel(...)``, once :func:`install_ddp_replica_check` has run — what
   ``--device-modules timm_pkmixer.replica_check`` does in timm's train.py (every recipe asks for it). The ranks
-  of the DDP's process group exchange a :func:`structure_fingerprint` (one all-gather of a short string, beside
-  DDP's own collectives at construction) and refuse to wrap the model if they disagree.
+  of the DDP's process group exchange a :func:`structure_fingerprint` (one all-gather of a short tagged string,
+  beside DDP's own collectives at construction) and refuse to wrap the model if they disagree. A rank that does not
+  run the check (``timm_pkmixer.replica_check`` imported in some processes only) meets it with DDP's own collective:
+  the tag tells that apart from other seeds, and the ranks that ran it say the check is missing there
+  (:class:`ReplicaCheckMissingError`).
 
 Creating a model does no distributed communication, so a model built on one rank alone returns at once.
 :func:`check_replicas` waits at most ``timeout`` seconds (300 by default) for the other ranks and, when one never
