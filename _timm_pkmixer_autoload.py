@@ -28,20 +28,30 @@ def _register() -> None:
 
 class _TimmImportHook:
     """A meta-path finder (duck-typed: no importlib.abc import at start-up) that wraps the loader of the top-level
-    `timm` module so that the models are registered right after it runs."""
+    `timm` module so that the models are registered right after it runs. It finds timm as the import system does
+    (the other finders, in order) and stays until timm has run: a look-up that imports nothing
+    (``importlib.util.find_spec('timm')``, as transformers' ``is_timm_available`` does) does not disarm it."""
+
+    def __init__(self) -> None:
+        self.searching = False  # the look-up below asks the finders again: not this one
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != 'timm':
+        if fullname != 'timm' or self.searching:
             return None
-        sys.meta_path.remove(self)  # one shot; also keeps the lookup below from recursing
         import importlib.util
-        spec = importlib.util.find_spec('timm')
-        if spec is None or spec.loader is None:
+        self.searching = True
+        try:
+            spec = importlib.util.find_spec('timm')
+        finally:
+            self.searching = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module'):
             return spec
         exec_module = spec.loader.exec_module
 
         def exec_then_register(module):
             exec_module(module)
+            if self in sys.meta_path:  # timm has run: one registration is all it takes
+                sys.meta_path.remove(self)
             _register()
 
         spec.loader.exec_module = exec_then_register

@@ -120,6 +120,24 @@ def run_unchecked(out: Path) -> dict:
     return report
 
 
+def run_half_checked(out: Path) -> dict:
+    """The replica check installed on rank 0 only (``--device-modules timm_pkmixer.replica_check`` given to one
+    process), both ranks with the same perm_seed: rank 0 must say that the check is missing on rank 1."""
+    from timm.task import ClassificationTask
+
+    import timm_pkmixer.cpu_ddp  # noqa: F401
+    rank = dist.get_rank()
+    if rank == 0:
+        timm_pkmixer.install_ddp_replica_check()
+    model = timm.create_model(MODEL, **MODEL_KWARGS)
+    task = ClassificationTask(model, torch.nn.CrossEntropyLoss(), device=torch.device('cpu'), verbose=False)
+    try:
+        task.prepare_distributed(device_ids=[torch.device('cpu')], broadcast_buffers=True)
+    except Exception as e:  # noqa: BLE001  (rank 1's error is DDP's own, whatever it is)
+        return {'refused': True, 'message': str(e), 'type': type(e).__name__}
+    return {'refused': False, 'message': ''}
+
+
 def run_solo(out: Path) -> dict:
     import time
     report = {}
@@ -221,7 +239,7 @@ def main() -> None:
     dist.init_process_group('gloo')
     torch.set_num_threads(1)
     report = {'sync': run_sync, 'wrong_seed': run_wrong_seed, 'solo': run_solo, 'fsdp2': run_fsdp2,
-              'unchecked': run_unchecked,
+              'unchecked': run_unchecked, 'half_checked': run_half_checked,
               'raw_ddp': run_raw_ddp, 'lonely': run_lonely}[mode](out)
     report['world_size'] = dist.get_world_size()
     (out / f'rank{dist.get_rank()}.json').write_text(json.dumps(report))

@@ -88,6 +88,48 @@ def test_ranks_with_different_permutation_seeds_are_refused(tmp_path):
         assert 'ranks [0]' in r['message'] and 'ranks [1]' in r['message']
 
 
+def two_processes(mode: str, out: Path) -> list:
+    """The ranks as two plain processes (no torchrun agent, which would kill the one rank when the other fails):
+    (exit status, report or None) per rank."""
+    import socket
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, OMP_NUM_THREADS='1', MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port), RANK=str(rank),
+                   LOCAL_RANK=str(rank), WORLD_SIZE='2')
+        procs.append(subprocess.Popen([sys.executable, str(WORKER), mode, str(out)], env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    codes = [p.wait(timeout=600) for p in procs]
+    return [(code, json.loads(path.read_text()) if path.is_file() else None)
+            for code, path in zip(codes, (out / f'rank{r}.json' for r in range(2)))]
+
+
+def test_a_replica_check_on_one_rank_only_says_it_is_missing_on_the_other(tmp_path):
+    """timm_pkmixer.replica_check imported by rank 0 alone, the same perm_seed on both ranks: rank 0 must not
+    blame the seeds (or a wait) but say that the check is missing on the other rank and how to run it there."""
+    (code0, report0), (code1, report1) = two_processes('half_checked', tmp_path)
+    assert report0 is not None and report0['refused'], report0
+    assert report0['type'] == 'ReplicaCheckMissingError', report0
+    assert 'the replica check' in report0['message'] and 'missing on' in report0['message']
+    assert 'import timm_pkmixer.replica_check in every process' in report0['message']
+    assert 'different perm' not in report0['message'] and 'waited' not in report0['message']
+    assert code1 != 0 or report1['refused']  # rank 1 (no check) cannot wrap the model alone either
+
+
+def test_what_differs_between_ranks_is_named():
+    """The verdict on the gathered messages (None: a rank whose message was no replica check's)."""
+    from timm_pkmixer.distributed.replicas import ReplicaCheckMissingError, ReplicaMismatchError, _refuse_differences
+    _refuse_differences(['ab', 'ab'], 'PKMixer')  # the same structure: nothing to say
+    with pytest.raises(ReplicaCheckMissingError, match=r'^PKMixer: the replica check is missing on ranks \[1, 2\]: '
+                                                       r'ranks \[0\] ran it'):
+        _refuse_differences(['ab', None, None], 'PKMixer')
+    with pytest.raises(ReplicaMismatchError, match=r'ranks hold different permutations.*ranks \[0\]: ab; '
+                                                   r'ranks \[1\]: cd'):
+        _refuse_differences(['ab', 'cd'], 'PKMixer')
+
+
 def test_one_rank_alone_creates_a_model_at_once(tmp_path):
     reports = torchrun('solo', tmp_path)
     # no wait for the other rank: the wait it replaced was check_replicas's 300 s; half of that tells them apart

@@ -451,6 +451,24 @@ def _transformers_and_timm_logits(folder, x):
         return wrapped, wrapped(x).logits, native(x)
 
 
+def test_transformers_loads_a_written_folder_in_a_fresh_interpreter(pushed, tmp_path):
+    """Nothing imports timm_pkmixer: the startup hook registers the models although transformers probes for timm
+    (importlib.util.find_spec) before it imports it."""
+    folders, models = pushed
+    inputs = _inputs({'rp': models['rp']})
+    save_file(inputs, str(tmp_path / 'x.safetensors'))
+    code = f'''
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForImageClassification
+model = AutoModelForImageClassification.from_pretrained(r"{folders['rp']}").eval()
+with torch.no_grad():
+    save_file({{"rp": model(load_file(r"{tmp_path / 'x.safetensors'}")["rp"]).logits}}, r"{tmp_path / 'y.safetensors'}")
+'''
+    run_python(code, env_extra=dict(TIMM_PKMIXER_AUTOLOAD='1'))
+    _check_logits({'rp': models['rp']}, inputs, load_file(str(tmp_path / 'y.safetensors')))
+
+
 @pytest.mark.parametrize('key', sorted(FAMILIES))
 def test_a_written_folder_loads_through_transformers_with_the_same_logits(key, tmp_path):
     """transformers wraps a timm folder (TimmWrapperForImageClassification) and passes num_classes beside
@@ -513,6 +531,85 @@ def test_label_names_only_where_the_run_read_an_imagefolder(tmp_path):
     assert label_names_of_run(dict(dataset='', data_dir=str(tmp_path / 'd')), 2) == (['a', 'b'], '')
     assert label_names_of_run(dict(dataset='', data_dir=str(tmp_path / 'd')), 3) == (
         None, f'label_names not written: {tmp_path / "d"} has 2 classes, the model 3 outputs')
+
+
+# ---------------------------------------------------------------------------- a config.json that lies about its weights
+
+def _folder_with_config(tmp_path, key, **changes):
+    """A written folder of family `key` (seeded: rp perm_seed=5, sw mask_seed=2, num_classes 7 / 10) whose
+    config.json then gets `changes` (``num_classes`` at the root, anything else in ``model_args``)."""
+    from timm_pkmixer.publish.checkpoint_file import build_validated_model, read_checkpoint
+    from timm_pkmixer.publish.hub import write_hub_folder
+    name, kwargs = FAMILIES[key]
+    model = randomize_(timm.create_model(name, **kwargs), std=0.05)
+    save_file(model.state_dict(), str(tmp_path / 'w.safetensors'))
+    ckpt = read_checkpoint(str(tmp_path / 'w.safetensors'))
+    write_hub_folder(build_validated_model(name, ckpt, kwargs)[0], ckpt, str(tmp_path / 'out'), f'my-org/{key}')
+    config = json.loads((tmp_path / 'out' / 'config.json').read_text())
+    for arg, value in changes.items():
+        (config if arg == 'num_classes' else config['model_args'])[arg] = value
+    (tmp_path / 'out' / 'config.json').write_text(json.dumps(config))
+    return tmp_path / 'out'
+
+
+@pytest.mark.parametrize('key,arg,trained,message', [
+    ('rp', 'perm_seed', 5, r'made with another permutation seed, perm_seed=5'),
+    ('sw', 'mask_seed', 2, r'made with another mask seed, mask_seed=2'),
+])
+def test_a_config_json_with_another_seed_is_refused_through_transformers(tmp_path, key, arg, trained, message):
+    """transformers builds the model from config.json's model_args and assigns the weights itself (not through
+    the model's load_state_dict): a seed other than the weights' is refused by name, as timm refuses it."""
+    from transformers import AutoModelForImageClassification
+    folder = _folder_with_config(tmp_path, key, **{arg: trained + 1})
+    with pytest.raises(CheckpointMismatchError, match=message):
+        timm.create_model(f'local-dir:{folder}', pretrained=True)
+    with pytest.raises(CheckpointMismatchError, match=rf'{arg}={trained + 1}: .*{message}'):
+        AutoModelForImageClassification.from_pretrained(str(folder))
+
+
+@pytest.mark.parametrize('value', [-1, 1.5, 7.0, '7', None, True])
+def test_config_json_num_classes_that_is_no_class_count_is_refused_by_name(tmp_path, value):
+    """timm passes a negative num_classes on (its model's default, 1000, then drops the trained head) and fails
+    on a string inside its own code: the pretrained cfg of a config.json is checked before timm reads it."""
+    folder = _folder_with_config(tmp_path, 'rp', num_classes=value)
+    want = (rf"^{re.escape(str(folder / 'config.json'))}: num_classes={re.escape(repr(value))} is not a number of "
+            rf'classes \(a non-negative integer: the outputs of the trained head, 0 for a model without one\)')
+    with pytest.raises(CheckpointError, match=want):
+        timm.create_model(f'local-dir:{folder}', pretrained=True)
+    with pytest.raises(CheckpointError, match=want):
+        timm.create_model(f'local-dir:{folder}')  # the architecture alone would have another head too
+
+
+@pytest.mark.parametrize('value', [0, 1000])
+def test_config_json_num_classes_other_than_the_weights_head_is_refused_by_name(tmp_path, value):
+    folder = _folder_with_config(tmp_path, 'rp', num_classes=value)
+    with pytest.raises(CheckpointMismatchError, match=rf"^{re.escape(str(folder / 'config.json'))}: num_classes="
+                                                      rf'{value} but the weights beside it hold a 7-class head '
+                                                      rf'\(\(7, 32\)\).*\(to 7\)\.$'):
+        timm.create_model(f'local-dir:{folder}', pretrained=True)
+    # asking for another head on purpose (fine-tuning) does not make config.json right: still refused
+    with pytest.raises(CheckpointMismatchError, match='hold a 7-class head'):
+        timm.create_model(f'local-dir:{folder}', pretrained=True, num_classes=3)
+
+
+def test_config_json_num_classes_through_the_hub_cache(tmp_path, monkeypatch):
+    """The same check on timm's hf-hub: path (offline, from huggingface_hub's cache)."""
+    import huggingface_hub.constants
+    folder = _folder_with_config(tmp_path, 'rp', num_classes=-1)
+    install_in_hf_cache(folder, tmp_path / 'hub', 'my-org/liar')
+    monkeypatch.setattr(huggingface_hub.constants, 'HF_HUB_OFFLINE', True)
+    with pytest.raises(CheckpointError, match=r'^hf-hub:my-org/liar config\.json: num_classes=-1 is not a number'):
+        timm.create_model('hf-hub:my-org/liar', pretrained=True, cache_dir=str(tmp_path / 'hub'))
+
+
+@pytest.mark.parametrize('value', [-1, 0, 7.0, '7', None])
+def test_transformers_refuses_config_json_num_classes_without_a_head_count_itself(tmp_path, value):
+    """transformers reads num_classes into num_labels and refuses these before building any model (its own words:
+    no classifier head, or a TypeError); none loads."""
+    from transformers import AutoModelForImageClassification
+    folder = _folder_with_config(tmp_path, 'rp', num_classes=value)
+    with pytest.raises((ValueError, TypeError)):
+        AutoModelForImageClassification.from_pretrained(str(folder))
 
 
 # --------------------------------------------------------------------------------- checkpoints refused before a push

@@ -16,7 +16,7 @@ from timm_pkmixer import PKMixer, SwMlp, expand_resolution
 from timm_pkmixer.catalog import list_pkmixer_models
 from timm_pkmixer.errors import ArgumentTypeError, InvalidArgumentError
 from timm_pkmixer.models import ShallowMlp
-from timm_pkmixer.models._common import TRAINING_ONLY_ARGS, ModelArgs
+from timm_pkmixer.models._common import ALTERNATIVE_ARGS, TRAINING_ONLY_ARGS, ModelArgs
 from timm_pkmixer.publish.checkpoint_file import build_validated_model, read_checkpoint
 from timm_pkmixer.publish.hub import write_hub_folder
 
@@ -199,6 +199,55 @@ def test_block_type_fc_drops_an_entry_points_hidden_widths():
     assert model.describe().family == 'S-Mixer' and model.model_args['token_hidden_dim'] is None
     with pytest.raises(ValueError, match="gamma needs block_type='mlp'"):
         timm.create_model('pk_mixer_b_w', block_type='fc', gamma=2.0, device='meta')
+
+
+# A value for every alias of ALTERNATIVE_ARGS, given to a record of each family that has it
+ALIASES = [
+    ('pk_mixer_ss_w_32', dict(mlp_ratio=2.0)), ('pk_mixer_ss_w_32', dict(mlp_ratio=(1.0, 3.0))),
+    ('pk_mixer_s16_224', dict(gamma=2.0)), ('pk_mixer_s16_224', dict(gamma=(1.5, 3.0))),
+    ('pk_mixer_s16_224', dict(norm_layer='rmsnorm')), ('pk_mixer_ss_w_32', dict(norm_eps=1e-3)),
+    ('sw_mlp_o18_32', dict(omega=2 ** 16)), ('sw_mlp_o18_32', dict(width=100)),
+]
+
+
+@pytest.mark.parametrize('name,change', ALIASES)
+def test_replace_applies_every_alias(name, change):
+    """``record.replace(alias=…)`` gives the record of the model built with it (the other spelling of its group
+    and what the record resolved from it, e.g. explicit hidden widths, follow the change)."""
+    model = timm.create_model(name, num_blocks=2, device='meta')
+    if name == 'pk_mixer_ss_w_32' and 'norm_eps' in change:
+        model = timm.create_model(name, num_blocks=2, norm_layer='rmsnorm', device='meta')  # from the other spelling
+    replaced = model.model_args.replace(**change)
+    assert replaced != model.model_args
+    given = {k: v for k, v in model.model_args.items() if v is not None}
+    for group in ALTERNATIVE_ARGS:  # the model as a caller builds it: the change and none of its alternatives
+        if set(group) & set(change):
+            for k in (*group, *model.model_args.RESOLVED_FROM.get(group, ())):
+                given.pop(k, None)
+    assert replaced == type(model)(**given, **change, device='meta').model_args
+
+
+@pytest.mark.parametrize('mlp_ratio', [4.0, (1.0, 2.0)])
+def test_timms_spellings_mean_what_they_mean_in_timm(mlp_ratio):
+    """mlp_ratio and norm_layer are timm's spellings, kept for timm compatibility: with them a PK Mixer has the shapes
+    (and LayerNorm epsilon) of timm's MlpMixer; gamma and norm_eps are the paper's spellings of the same things."""
+    from functools import partial
+    ours = timm.create_model('pk_mixer_s16_224', mlp_ratio=mlp_ratio, device='meta')
+    theirs = timm.create_model('mixer_s16_224', mlp_ratio=mlp_ratio, device='meta')  # (its num_blocks is fixed)
+    assert {k: v.shape for k, v in ours.state_dict().items()} == {k: v.shape for k, v in theirs.state_dict().items()}
+    assert ours.blocks[0].norm1.eps == theirs.blocks[0].norm1.eps == 1e-6
+    s, c = ours.num_tokens, ours.embed_dim
+    record = ours.model_args
+    gamma = (record.token_hidden_dim / s, record.channel_hidden_dim / c)
+    assert timm.create_model('pk_mixer_s16_224', gamma=gamma, device='meta').model_args == record
+    by_layer = timm.create_model('pk_mixer_s16_224', mlp_ratio=mlp_ratio, norm_eps=None,
+                                 norm_layer=partial(torch.nn.LayerNorm, eps=1e-6), device='meta').model_args
+    assert by_layer == record and (record.norm_layer, record.norm_eps) == (None, 1e-6)
+
+
+def test_replace_drops_the_hidden_widths_of_an_s_mixer():
+    record = timm.create_model('pk_mixer_ss_w_32', num_blocks=2, device='meta').model_args
+    assert record.replace(block_type='fc').token_hidden_dim is None  # as block_type='fc' at an entry point
 
 
 # ------------------------------------------------------------------------------------ bad arguments, refused by name

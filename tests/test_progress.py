@@ -15,6 +15,7 @@ from timm_pkmixer.catalog import list_pkmixer_models, models_near_omega
 from timm_pkmixer.experiments.datasets import export_image_folder
 from timm_pkmixer.experiments.report import build_report, write_report
 from timm_pkmixer.experiments.sweep_plan import plan_sweep
+from timm_pkmixer.sizes import format_bytes
 
 from conftest import command_messages
 from test_report import run_folder
@@ -80,10 +81,10 @@ def test_report_says_each_run_it_reads_each_group_and_each_figure(cli, tmp_path)
 
 @pytest.mark.parametrize('command, stages', [
     (['push', '--repo-id', 'org/name'],
-     ['reading {ckpt} (0 MiB)', f'building {SMALL} and loading the weights into it',
+     ['reading {ckpt} ({size})', f'building {SMALL} and loading the weights into it',
       'writing model.safetensors, config.json and the model card into {out}']),
     (['expand', '--factor', '2'],
-     ['reading {ckpt} (0 MiB)', f'building {SMALL} and loading the weights into it',
+     ['reading {ckpt} ({size})', f'building {SMALL} and loading the weights into it',
       f'expanding {SMALL} 2× (32→64 px)', 'writing model.safetensors, config.json and the model card into {out}']),
 ])
 def test_push_and_expand_say_each_stage(cli, tmp_path, checkpoint, command, stages):
@@ -91,7 +92,9 @@ def test_push_and_expand_say_each_stage(cli, tmp_path, checkpoint, command, stag
     code, out, err = cli(command[0], checkpoint, '--model', SMALL, '--model-kwargs', 'num_blocks=2', *command[1:],
                          '--out-dir', out_dir)
     assert code == 0
-    assert err.splitlines() == [s.format(ckpt=checkpoint, out=out_dir) for s in stages]
+    size = format_bytes(Path(checkpoint).stat().st_size)  # a small file: in kB, not '0 MiB'
+    assert size.endswith(' kB')
+    assert err.splitlines() == [s.format(ckpt=checkpoint, out=out_dir, size=size) for s in stages]
     assert 'model.safetensors' in out and 'reading' not in out
 
 
@@ -101,7 +104,8 @@ def test_push_says_what_it_did_before_the_error(cli, tmp_path, checkpoint):
                        tmp_path / 'out')
     assert code == 2
     lines = err.splitlines()
-    assert lines[:2] == [f'reading {checkpoint} (0 MiB)', 'building rp_mixer_ss8_32 and loading the weights into it']
+    assert lines[:2] == [f'reading {checkpoint} ({format_bytes(Path(checkpoint).stat().st_size)})',
+                         'building rp_mixer_ss8_32 and loading the weights into it']
     assert command_messages(err).startswith('pkmixer push: error: ') and not any('writing' in x for x in lines)
 
 

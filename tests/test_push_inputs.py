@@ -3,6 +3,8 @@ resumed into its folder, a top-1 that is not a measurement, truncated checkpoint
 a mapping. Each is read through `timm_pkmixer.experiments.run_folder`, as the report reads it; a refusal exits 2
 naming the file and the fault, without a traceback."""
 import argparse
+import os
+from pathlib import Path
 
 import pytest
 import timm
@@ -126,3 +128,52 @@ def test_model_kwargs_that_are_not_a_mapping_are_named(tmp_path, capsys, command
                               f'{problem}'), err
         assert 'Traceback' not in err
         assert command == 'analyze' or not (tmp_path / 'o').exists()  # push writes nothing
+
+
+def test_push_writes_every_file_with_the_umask_and_says_a_readable_size(tmp_path, capsys):
+    """safetensors writes its file 0600: every file of the folder gets the mode the umask gives new files, as the
+    others have; the progress line states a small checkpoint's size in kB, not '(0 MiB)'."""
+    import stat
+    run = train_py_run(tmp_path / 'run', [(0, 1.0, 50.)])
+    old = os.umask(0o027)
+    try:
+        code, err = push(capsys, run / 'last.pth.tar', tmp_path / 'out')
+    finally:
+        os.umask(old)
+    assert code == 0, err
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / 'out').iterdir()}
+    assert modes == {name: 0o640 for name in ('README.md', 'config.json', 'model.safetensors', 'train_hparams.yaml')}
+    size = (run / 'last.pth.tar').stat().st_size
+    assert 1000 < size < 10 ** 6  # a small file: kB is its unit
+    assert f'reading {run / "last.pth.tar"} ({size / 1000:.3g} kB)' in err, err
+    assert '(0 MiB)' not in err
+
+
+@pytest.mark.parametrize('size,shown', [(0, '0 bytes'), (999, '999 bytes'), (1500, '1.5 kB'), (123_456, '123 kB'),
+                                        (999_500, '1 MB'), (5 * 2 ** 20, '5.24 MB'), (3 * 10 ** 9, '3 GB'),
+                                        (10 ** 18, '1.00e18 bytes')])
+def test_file_sizes_are_readable(size, shown):
+    from timm_pkmixer.sizes import format_bytes
+    assert format_bytes(size) == shown
+
+
+def test_config_json_is_replaced_whole(tmp_path, capsys, monkeypatch):
+    """timm's save_for_hf writes config.json, which the push then rewrites: never in place (a reader or a crash
+    in between would meet half a file), but as a new file renamed over it, leaving no temporary file."""
+    import json
+
+    from timm_pkmixer.publish import hub
+    renames = []
+    real_replace = hub.os.replace
+
+    def replace(src, dst):
+        renames.append((Path(src).name, Path(dst).name, json.loads(Path(src).read_text())['architecture']))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(hub.os, 'replace', replace)
+    run = train_py_run(tmp_path / 'run', [(0, 1.0, 50.)])
+    code, err = push(capsys, run / 'last.pth.tar', tmp_path / 'out')
+    assert code == 0, err
+    assert renames == [(f'.config.json.{os.getpid()}.tmp', 'config.json', NAME)]
+    assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == [
+        'README.md', 'config.json', 'model.safetensors', 'train_hparams.yaml']

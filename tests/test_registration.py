@@ -44,6 +44,13 @@ print(len(timm.list_models("rp_mixer*")))
         len(timm.list_models("rp_mixer*")))
 
 
+def test_a_probe_for_timm_before_its_import_does_not_disarm_the_hook():
+    """Libraries ask whether timm is installed before importing it (transformers' is_timm_available:
+    importlib.util.find_spec): the startup hook still registers the models when timm is then imported."""
+    code = 'import importlib.util; importlib.util.find_spec("timm"); import timm; print(timm.is_model("rp_mixer_b_w"))'
+    assert run_python(code, env_extra={'TIMM_PKMIXER_AUTOLOAD': '1'}).stdout.strip() == 'True'
+
+
 def test_explicit_import_before_timm():
     out = run_python('import timm_pkmixer, timm; print(timm.is_model("pk_mixer_b_w"))').stdout.strip()
     assert out == 'True'
@@ -136,3 +143,65 @@ def test_the_registry_covers_every_family():
     families = {small(name).describe().family for name in MODELS}
     assert {'MLP-Mixer', 'RP MLP-Mixer', 'S-Mixer', 'RP S-Mixer', 'Mixed RP S-Mixer', 'SW-MLP', 'Shallow Monarch',
             'Shallow Kronecker'} <= families
+
+
+_MINIMAL_FINDER = '''
+import sys
+from importlib.util import spec_from_file_location
+
+
+class _EditableFinder:
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        return spec_from_file_location('timm', TIMM_INIT) if fullname == 'timm' else None
+
+
+def install():
+    sys.meta_path.append(_EditableFinder)
+'''
+
+
+def _site_without_timm(root: Path) -> Path:
+    """A folder standing in for site-packages where timm is installed the way setuptools' editable installs (and
+    other meta-path finders) serve a package: every entry of this interpreter's site-packages linked, except timm;
+    a meta-path finder module that serves `timm` from its real folder (setuptools' own template where setuptools
+    is installed)."""
+    timm_dir = Path(timm.__file__).parent
+    site = root / 'site'
+    site.mkdir()
+    for entry in sys.path:
+        path = Path(entry)
+        if not path.is_dir() or not {'site-packages', 'dist-packages'} & set(path.parts):
+            continue
+        for item in path.iterdir():
+            name = item.name.lower()
+            if name == 'timm' or name.startswith('timm-') or item.suffix == '.pth' or (site / item.name).exists():
+                continue
+            (site / item.name).symlink_to(item)
+    try:
+        from setuptools.command.editable_wheel import _finder_template
+        finder = _finder_template('__editable___timm_finder', {'timm': str(timm_dir)}, {})
+    except ImportError:  # the same finder, reduced to what serves timm
+        finder = _MINIMAL_FINDER.replace('TIMM_INIT', repr(str(timm_dir / '__init__.py')))
+    (site / '__editable___timm_finder.py').write_text(finder)
+    return site
+
+
+@pytest.mark.parametrize('first', ['import timm_pkmixer', 'autoload', 'autoload; import timm_pkmixer'])
+def test_the_models_register_when_a_meta_path_finder_serves_timm(first, tmp_path):
+    """timm installed in editable mode (setuptools' meta-path finder, not a path entry): registration finds timm
+    the way the import system does, after `import timm_pkmixer`, through the startup hook, or both."""
+    site = _site_without_timm(tmp_path)
+    lines = ['import importlib.machinery, sys',
+             'import __editable___timm_finder; __editable___timm_finder.install()  # what its .pth line does',
+             'assert importlib.machinery.PathFinder.find_spec("timm") is None  # only the meta-path finder has timm']
+    for step in first.split('; '):
+        lines.append('import _timm_pkmixer_autoload; _timm_pkmixer_autoload.install()' if step == 'autoload' else step)
+    lines.append('import timm; print(timm.is_model("rp_mixer_b_w"), timm.is_model("sw_mlp_o18_32"), timm.__file__)')
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]), TIMM_PKMIXER_AUTOLOAD='1')
+    proc = subprocess.run([sys.executable, '-S', '-c', '\n'.join(lines)], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    registered, swmlp, timm_file = proc.stdout.split()
+    assert (registered, swmlp) == ('True', 'True')
+    assert Path(timm_file) == Path(timm.__file__)  # the real timm, served by the finder

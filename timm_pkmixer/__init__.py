@@ -63,12 +63,28 @@ class _RegisterAfterTimm:
     def __init__(self) -> None:
         self.depth = 0          # our submodules being executed, nested
         self.timm_ready = False
+        self.searching = set()  # names being looked up by the finders after this one (no recursion into it)
+
+    def _find_elsewhere(self, fullname, path, target):
+        """The spec the import system would find without this finder: the other finders of ``sys.meta_path``,
+        in order (path entries and meta-path finders alike, e.g. setuptools' editable installs)."""
+        self.searching.add(fullname)
+        try:
+            for finder in list(sys.meta_path):
+                find_spec = getattr(finder, 'find_spec', None)
+                if finder is self or find_spec is None:
+                    continue
+                spec = find_spec(fullname, path, target)
+                if spec is not None:
+                    return spec
+            return None
+        finally:
+            self.searching.discard(fullname)
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != 'timm' and not fullname.startswith(__name__ + '.'):
+        if fullname != 'timm' and not fullname.startswith(__name__ + '.') or fullname in self.searching:
             return None
-        import importlib.machinery
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        spec = self._find_elsewhere(fullname, path, target)
         if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module'):
             return spec
         exec_module, is_timm = spec.loader.exec_module, fullname == 'timm'

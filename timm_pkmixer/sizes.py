@@ -9,21 +9,24 @@ model that could be built is refused; one that could not is refused with a
 it would need and the memory there is, instead of torch's "Storage size calculation overflowed",
 "can't allocate memory" or a machine that swaps until the process is killed.
 
-The bound is read from the model's record (``model_args``) in two steps, by :func:`check_model_size`, which every
-constructor calls before its first layer and ``expand_resolution`` calls for the expanded model:
+The bound is read from the model's record (``model_args``), arithmetically, by :func:`check_model_size`, which
+every constructor calls before its first layer and ``expand_resolution`` calls for the expanded model; no model
+is built for it:
 
-1. an arithmetic pre-check: the record's largest tensors (:class:`PlannedTensor`, listed by the model file next to
-   its record, each naming the arguments that set it) in Python integers, a lower bound that refuses absurd
-   sizes naming the argument, where a build could not even be attempted (element counts past torch's int64 or
-   any float, a hidden width of γ = 1e300);
-2. the exact bytes: the model built from the record on the ``meta`` device (no memory, no values), summing
-   ``numel × itemsize`` of its parameters and buffers, so the bound cannot drift from the model's tensors.
+1. the record's tensors (:class:`PlannedTensor`, listed by the model file next to its record, each naming the
+   arguments that set it): every parameter and buffer, numel × itemsize in Python integers, so that absurd sizes
+   are refused naming the argument where a build could not even be attempted (element counts past torch's int64
+   or any float, a hidden width of γ = 1e300);
+2. then the tensors of the layers given by timm name (a norm layer such as ``'rmsnorm'``, an activation with
+   parameters such as ``'prelu'``): one of each built on the ``meta`` device (no memory) and counted.
+
+Their sum is the exact bytes of the model's parameters and buffers (``tests/test_sizes.py`` compares it with the
+real tensors of every registered model and of builds that give every constructor argument another value).
 """
-import contextvars
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, List, Tuple, Union
+from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -31,7 +34,8 @@ import torch.nn as nn
 from .errors import ModelTooLargeError
 
 __all__ = ['PlannedTensor', 'META_LIMIT', 'device_memory', 'target', 'check_memory', 'model_nbytes',
-           'check_model_size', 'refuse_unbounded', 'format_count']
+           'check_model_size', 'refuse_unbounded', 'format_count', 'format_bytes', 'linear_tensors',
+           'module_tensors']
 
 META_LIMIT = 2 ** 50  # 1 PiB: the bound on the meta device
 
@@ -56,6 +60,22 @@ class PlannedTensor:
         return self.numel * self.itemsize * self.count
 
 
+def linear_tensors(name: str, in_features: Size, out_features: Size, itemsize: int, args: str, count: int = 1,
+                   bias: bool = True) -> List[PlannedTensor]:
+    """The tensors of `count` ``nn.Linear(in_features, out_features, bias)``: weight (out, in) and bias (out,)."""
+    tensors = [PlannedTensor(f'{name}.weight', (out_features, in_features), itemsize, args, count)]
+    if bias:
+        tensors.append(PlannedTensor(f'{name}.bias', (out_features,), itemsize, args, count))
+    return tensors
+
+
+def module_tensors(name: str, module: nn.Module, args: str, count: int = 1) -> List[PlannedTensor]:
+    """The parameters and buffers of `count` modules like `module` (a small layer built on the meta device to be
+    counted: a norm layer or an activation given by timm name)."""
+    return [PlannedTensor(f'{name}.{n}', tuple(t.shape), t.element_size(), args, count)
+            for n, t in (*module.named_parameters(), *module.named_buffers())]
+
+
 def format_count(n: Size) -> str:
     """A count as 3 significant digits (Python ints of any size, inf)."""
     if n == float('inf') or n >= 10 ** 308:
@@ -66,13 +86,18 @@ def format_count(n: Size) -> str:
     return f'{digits[0]}.{digits[1:3]}e{len(digits) - 1}'
 
 
-def _bytes(n: Size) -> str:
-    if n == float('inf') or n >= 10 ** 18:
+def format_bytes(n: Size) -> str:
+    """A byte count in decimal units, 3 significant digits ('999 bytes', '1.5 kB', '5.24 MB', '1 MB' for 999 500;
+    past 1e18 bytes as a count, inf included)."""
+    if n == float('inf') or n >= 999.5 * 10 ** 15:
         return f'{format_count(n)} bytes'
-    for unit, scale in (('PB', 10 ** 15), ('TB', 10 ** 12), ('GB', 10 ** 9), ('MB', 10 ** 6), ('kB', 10 ** 3)):
-        if n >= scale:
-            return f'{n / scale:.3g} {unit}'
-    return f'{int(n)} bytes'
+    if n < 1000:
+        return f'{int(n)} bytes'
+    for unit, scale in (('kB', 10 ** 3), ('MB', 10 ** 6), ('GB', 10 ** 9), ('TB', 10 ** 12), ('PB', 10 ** 15)):
+        shown = f'{n / scale:.3g}'
+        if float(shown) < 1000:  # else it rounds up to the next unit
+            return f'{shown} {unit}'
+    raise AssertionError(n)  # unreachable: n < 999.5e15
 
 
 def _ram() -> Tuple[int, str]:
@@ -127,10 +152,10 @@ def check_memory(tensors: Iterable[PlannedTensor], device: torch.device, cause: 
     shape = ' × '.join(format_count(s) for s in big.shape)
     per = f' × {big.count}' if big.count > 1 else ''
     raise ModelTooLargeError(
-        f'{cause or big.args}: {what} would need {_bytes(total)} for its parameters and buffers alone'
+        f'{cause or big.args}: {what} would need {format_bytes(total)} for its parameters and buffers alone'
         + (f' ({copies} copies)' if copies > 1 else '')
-        + f', more than the {_bytes(limit)} of {where}; the largest is {big.name} ({shape}{per}, '
-        f'{_bytes(big.nbytes)}). Refused before allocating anything: a model must fit in the memory of the '
+        + f', more than the {format_bytes(limit)} of {where}; the largest is {big.name} ({shape}{per}, '
+        f'{format_bytes(big.nbytes)}). Refused before allocating anything: a model must fit in the memory of the '
         f'device it is built on. {advice}')
 
 
@@ -144,12 +169,9 @@ def model_nbytes(model: nn.Module) -> int:
     return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
 
 
-_MEASURING = contextvars.ContextVar('timm_pkmixer_measuring', default=False)
-
-
 def check_model_size(
-        build: Callable[..., nn.Module],
         plan: Callable[[int], List[PlannedTensor]],
+        layers: Callable[[Optional[torch.dtype]], List[PlannedTensor]],
         device: Any = None,
         dtype: Any = None,
         cause: str = '',
@@ -158,28 +180,18 @@ def check_model_size(
         advice: str = 'Choose smaller sizes.',
 ) -> int:
     """Refuse a model whose parameters and buffers would not fit in `device`'s memory, before anything is
-    allocated (module docstring); returns their bytes (× `copies`).
+    allocated (module docstring); returns their bytes (× `copies`), exactly.
 
     Args:
-        build: ``build(device=..., dtype=...)`` builds the model (its constructor, from its record); it is called
-            on the meta device, where its own size check is skipped (this one measures it).
-        plan: ``plan(itemsize)``: the record's largest tensors, the arithmetic pre-check (a lower bound).
+        plan: ``plan(itemsize)``: the record's tensors but those of its layers given by name, in Python integers.
+        layers: ``layers(dtype)``: the tensors of those layers (each counted on the meta device); asked only once
+            `plan` fits, so that no layer is built at an absurd size.
         device: Where the model will be built (torch.device contexts honoured).
         dtype: Its parameter dtype.
         cause, copies, what, advice: As :func:`check_memory` (``expand_resolution``: the factor, 2 copies).
     """
-    if _MEASURING.get():  # the meta build of an outer check: measured there
-        return 0
     device, itemsize = target(device, dtype)
     planned = plan(itemsize)
     check_memory(planned, device, cause=cause, copies=copies, what=what, advice=advice)
-    token = _MEASURING.set(True)
-    try:
-        model = build(device=torch.device('meta'), dtype=dtype)
-    finally:
-        _MEASURING.reset(token)
-    cause = cause or max(planned, key=lambda t: t.nbytes).args  # the arguments of the bulk
-    tensors = [PlannedTensor(name, tuple(t.shape), t.element_size(), cause)
-               for name, t in (*model.named_parameters(), *model.named_buffers())]
-    check_memory(tensors, device, cause=cause, copies=copies, what=what, advice=advice)
-    return model_nbytes(model) * copies
+    planned += layers(dtype)
+    return int(check_memory(planned, device, cause=cause, copies=copies, what=what, advice=advice))

@@ -17,8 +17,9 @@ def read_and_build(args: argparse.Namespace) -> Tuple[Any, Any, Dict[str, Any]]:
     """(checkpoint, model, its build arguments): ``args.checkpoint`` read and loaded strictly into ``args.model``,
     as push and expand both start, saying each step (a large model takes tens of seconds)."""
     from ..publish.checkpoint_file import build_validated_model, read_checkpoint
+    from ..sizes import format_bytes
     path = Path(args.checkpoint)
-    size = f' ({path.stat().st_size / 2 ** 20:,.0f} MiB)' if path.is_file() else ''
+    size = f' ({format_bytes(path.stat().st_size)})' if path.is_file() else ''
     with in_flag_terms(args, *PUBLISH_ARGUMENTS):
         progress(f'reading {args.checkpoint}{size}')
         ckpt = read_checkpoint(args.checkpoint, use_ema=args.use_ema)

@@ -4,6 +4,7 @@ on CPUs with gloo). Importing this package changes nothing in torch; importing e
 from .replicas import (
     CHECK_ENV,
     DEFAULT_TIMEOUT_S,
+    ReplicaCheckMissingError,
     ReplicaCheckTimeoutError,
     ReplicaMismatchError,
     check_replicas,
@@ -13,4 +14,5 @@ from .replicas import (
 )
 
 __all__ = ['CHECK_ENV', 'DEFAULT_TIMEOUT_S', 'ReplicaMismatchError', 'ReplicaCheckTimeoutError',
-           'structure_fingerprint', 'check_replicas', 'install_ddp_replica_check', 'install_cpu_ddp']
+           'ReplicaCheckMissingError', 'structure_fingerprint', 'check_replicas', 'install_ddp_replica_check',
+           'install_cpu_ddp']

@@ -11,8 +11,11 @@ Importing the package changes nothing in torch. The check runs only where it is 
   loop);
 * at ``DistributedDataParallel(...)``, once :func:`install_ddp_replica_check` has run — what
   ``--device-modules timm_pkmixer.replica_check`` does in timm's train.py (every recipe asks for it). The ranks
-  of the DDP's process group exchange a :func:`structure_fingerprint` (one all-gather of a short string, beside
-  DDP's own collectives at construction) and refuse to wrap the model if they disagree.
+  of the DDP's process group exchange a :func:`structure_fingerprint` (one all-gather of a short tagged string,
+  beside DDP's own collectives at construction) and refuse to wrap the model if they disagree. A rank that does not
+  run the check (``timm_pkmixer.replica_check`` imported in some processes only) meets it with DDP's own collective:
+  the tag tells that apart from other seeds, and the ranks that ran it say the check is missing there
+  (:class:`ReplicaCheckMissingError`).
 
 Creating a model does no distributed communication, so a model built on one rank alone returns at once.
 :func:`check_replicas` waits at most ``timeout`` seconds (300 by default) for the other ranks and, when one never
@@ -40,7 +43,8 @@ from ..layers.structure import DerivedStructure
 from ..validation import positive_real
 
 __all__ = ['CHECK_ENV', 'DEFAULT_TIMEOUT_S', 'ReplicaMismatchError', 'ReplicaCheckTimeoutError',
-           'structure_fingerprint', 'check_replicas', 'install_ddp_replica_check', 'install_cpu_ddp']
+           'ReplicaCheckMissingError', 'structure_fingerprint', 'check_replicas', 'install_ddp_replica_check',
+           'install_cpu_ddp']
 
 CHECK_ENV = 'TIMM_PKMIXER_CHECK_REPLICAS'
 DEFAULT_TIMEOUT_S = 300.0  # how long check_replicas waits for the other ranks
@@ -52,6 +56,11 @@ class ReplicaMismatchError(UserInputError, RuntimeError):
 
 class ReplicaCheckTimeoutError(UserInputError, RuntimeError):
     """:func:`check_replicas` was not called by every rank of the group within its timeout."""
+
+
+class ReplicaCheckMissingError(UserInputError, RuntimeError):
+    """A rank of the group did not run the replica check: its collective was another one (e.g. DDP's own, where
+    ``timm_pkmixer.replica_check`` was imported on some ranks only), or it left the group."""
 
 
 def structure_fingerprint(model: nn.Module) -> Optional[str]:
@@ -83,12 +92,21 @@ def _check_args(model: Any, group: Any, timeout: Optional[float]) -> None:
         positive_real('timeout', timeout)
 
 
-def _gather(fingerprint: str, group: Any, world: int, timeout: Optional[float], name: str) -> List[str]:
-    """Every rank's fingerprint (16 bytes each, one all-gather), waiting at most `timeout` seconds."""
+# every rank's message starts with this tag, so a rank whose collective is another one (DDP's own, where the check
+# was installed on some ranks only) is told apart from a rank with other permutations
+_TAG = b'pkmixer-replica1'
+_MISSING_ADVICE = ('Every rank must run the check: import timm_pkmixer.replica_check in every process '
+                   '(--device-modules timm_pkmixer.replica_check on every rank, as the packaged recipes do), or call '
+                   'check_replicas on every rank.')
+
+
+def _gather(fingerprint: str, group: Any, world: int, timeout: Optional[float], name: str) -> List[Optional[str]]:
+    """Every rank's fingerprint (one all-gather of the tag and 16 bytes), waiting at most `timeout` seconds; None
+    for a rank whose message is no replica check's."""
     device = torch.device('cpu')
     if dist.get_backend(group) == 'nccl':
         device = torch.device('cuda', torch.cuda.current_device())
-    mine = torch.frombuffer(bytearray(bytes.fromhex(fingerprint)), dtype=torch.uint8).to(device)
+    mine = torch.frombuffer(bytearray(_TAG + bytes.fromhex(fingerprint)), dtype=torch.uint8).to(device)
     gathered = [torch.empty_like(mine) for _ in range(world)]
     work = dist.all_gather(gathered, mine, group=group, async_op=True)
     try:
@@ -97,6 +115,13 @@ def _gather(fingerprint: str, group: Any, world: int, timeout: Optional[float], 
         else:
             work.wait(timeout=timedelta(seconds=timeout))
     except RuntimeError as e:
+        if not any(word in str(e).lower() for word in ('timed out', 'timeout')):  # the exchange itself broke
+            first_line = (str(e).strip().splitlines() or [repr(e)])[0]
+            raise ReplicaCheckMissingError(
+                f'{name}: the replica check\'s exchange failed on rank {dist.get_rank()}: another rank of the group '
+                f'(world size {world}) met it with a different collective or left it. Most likely the replica check '
+                f'is missing on that rank; else it failed (see its log). {_MISSING_ADVICE} '
+                f'(torch.distributed: {first_line})') from None
         waited = f'{timeout:g} s' if timeout is not None else "the process group's timeout"
         raise ReplicaCheckTimeoutError(
             f'{name}: check_replicas waited {waited} on rank {dist.get_rank()} for the other ranks of the group '
@@ -104,7 +129,28 @@ def _gather(fingerprint: str, group: Any, world: int, timeout: Optional[float], 
             f'call check_replicas, once per model and in the same order (e.g. right after building the model; '
             f'DistributedDataParallel(...) does it on every rank). If some ranks are merely slower to get there, '
             f'pass a larger timeout. (torch.distributed: {e})') from None
-    return [bytes(t.cpu().tolist()).hex() for t in gathered]
+    raw = [bytes(t.cpu().tolist()) for t in gathered]
+    return [r[len(_TAG):].hex() if r.startswith(_TAG) else None for r in raw]
+
+
+def _refuse_differences(prints: List[Optional[str]], name: str) -> None:
+    """Raise what differs between the ranks' fingerprints (None: that rank ran no replica check)."""
+    missing = [rank for rank, p in enumerate(prints) if p is None]
+    if missing:
+        ran = [rank for rank, p in enumerate(prints) if p is not None]
+        raise ReplicaCheckMissingError(
+            f'{name}: the replica check is missing on ranks {missing}: ranks {ran} ran it, but what came from ranks '
+            f'{missing} is no replica-check message (their collective was another one, e.g. '
+            f'DistributedDataParallel\'s own), so the permutations and masks were not compared. {_MISSING_ADVICE}')
+    if len(set(prints)) > 1:
+        groups = defaultdict(list)
+        for rank, p in enumerate(prints):
+            groups[p].append(rank)
+        detail = '; '.join(f'ranks {ranks}: {p}' for p, ranks in groups.items())
+        raise ReplicaMismatchError(
+            f'{name}: ranks hold different permutations/masks (different perm_seed or mask_seed?), so '
+            f'data-parallel training would average gradients of different functions. Structure fingerprints: '
+            f'{detail}. Use the same --model-kwargs on every rank.')
 
 
 def check_replicas(model: nn.Module, group: Optional[Any] = None, name: str = 'model',
@@ -124,6 +170,7 @@ def check_replicas(model: nn.Module, group: Optional[Any] = None, name: str = 'm
     Raises:
         ReplicaMismatchError: Ranks hold different permutations or masks; the message names the ranks.
         ReplicaCheckTimeoutError: Not every rank called it within `timeout`.
+        ReplicaCheckMissingError: A rank met it with another collective (the check is missing there) or left.
         ArgumentTypeError: `model` is no nn.Module or `group` no process group.
     """
     _check_args(model, group, timeout)
@@ -131,16 +178,7 @@ def check_replicas(model: nn.Module, group: Optional[Any] = None, name: str = 'm
     if (fingerprint is None or not _enabled() or not dist.is_available() or not dist.is_initialized()
             or dist.get_world_size(group) <= 1):
         return
-    prints = _gather(fingerprint, group, dist.get_world_size(group), timeout, name)
-    if len(set(prints)) > 1:
-        groups = defaultdict(list)
-        for rank, p in enumerate(prints):
-            groups[p].append(rank)
-        detail = '; '.join(f'ranks {ranks}: {p}' for p, ranks in groups.items())
-        raise ReplicaMismatchError(
-            f'{name}: ranks hold different permutations/masks (different perm_seed or mask_seed?), so '
-            f'data-parallel training would average gradients of different functions. Structure fingerprints: '
-            f'{detail}. Use the same --model-kwargs on every rank.')
+    _refuse_differences(_gather(fingerprint, group, dist.get_world_size(group), timeout, name), name)
 
 
 # (arguments bound to DistributedDataParallel.__init__'s signature) -> None; may edit the arguments in place

@@ -11,13 +11,14 @@ optimizer does to W; W is also zero there from the start, so gradients, momentum
 as the paper's scaled mask (value 1/√p) with A ~ N(0, 1/m).
 """
 import math
-from typing import Optional
+from typing import List, Optional
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..sizes import PlannedTensor, Size, linear_tensors
 from .structure import DerivedStructure, hashed_uniform_keys, structure_digest
 
 __all__ = ['MaskedLinear', 'bernoulli_mask', 'mask_digest']
@@ -67,6 +68,15 @@ class MaskedLinear(DerivedStructure, nn.Linear):
         self.register_buffer('mask', torch.empty((out_features, in_features), dtype=torch.bool, device=device),
                              persistent=False)
         self.reset_parameters()
+
+    @staticmethod
+    def planned_tensors(in_features: Size, out_features: Size, itemsize: int, name: str, args: str, count: int = 1,
+                        bias: bool = True) -> List[PlannedTensor]:
+        """What `count` such layers allocate, for the size bound: weight and bias, the bool mask of the weight's
+        shape and the int64 digest."""
+        return [*linear_tensors(name, in_features, out_features, itemsize, args, count, bias),
+                PlannedTensor(f'{name}.mask', (out_features, in_features), 1, args, count),
+                PlannedTensor(f'{name}.mask_digest', (), 8, args, count)]
 
     def mask_array(self, seed: Optional[int] = None) -> np.ndarray:
         """The mask for `seed` (default: this layer's), derived on the CPU."""

@@ -23,6 +23,7 @@ import torch
 import torch.nn as nn
 from timm.layers import register_notrace_module
 
+from ..sizes import PlannedTensor, Size
 from .gather import permute
 from .structure import DerivedStructure, hashed_uniform_keys, structure_digest
 
@@ -171,6 +172,15 @@ class FixedPermutation(DerivedStructure, nn.Module):
         self.register_buffer('index', torch.empty(num, dtype=dtype, device=device), persistent=False)
         self.register_buffer('inverse', torch.empty(num, dtype=dtype, device=device), persistent=False)
         self.init_non_persistent_buffers()
+
+    @staticmethod
+    def planned_tensors(num: Size, name: str, args: str, count: int = 1) -> List[PlannedTensor]:
+        """What `count` permutations of `num` features allocate, for the size bound: the index and its inverse
+        (:func:`index_dtype`) and the int64 digest."""
+        itemsize = 4 if num <= torch.iinfo(torch.int32).max else 8
+        return [PlannedTensor(f'{name}.index', (num,), itemsize, args, count),
+                PlannedTensor(f'{name}.inverse', (num,), itemsize, args, count),
+                PlannedTensor(f'{name}.digest', (), 8, args, count)]
 
     def permutation(self, seed: Optional[int] = None) -> torch.Tensor:
         """The permutation as an int64 CPU tensor, derived from (seed, key) (lifted tile by tile if tiled)."""

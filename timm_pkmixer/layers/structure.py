@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import torch
 
-from ..errors import NotMaterializedError
+from ..errors import CheckpointMismatchError, NotMaterializedError
 
 __all__ = ['DerivedStructure', 'StructureProblem', 'hashed_uniform_keys', 'structure_digest', 'SEED_SEARCH_LIMIT']
 
@@ -216,6 +216,20 @@ class DerivedStructure:
                 f'{self.seed_arg}={self.seed}; the checkpoint was made with another {self.what} seed{searched} '
                 f'or architecture, or is corrupted'))
         return problems
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """nn.Module's, checking a digest assigned as a whole tensor: loaders that assign the checkpoint's tensors
+        instead of calling ``load_state_dict`` (transformers' ``from_pretrained``, which builds the model from
+        config.json's ``model_args``; ``load_state_dict(assign=True)``) meet the same check as every other path."""
+        if (name == self.digest_name and isinstance(value, torch.Tensor) and not value.is_meta
+                and name in self.__dict__.get('_buffers', ())):
+            problems = self.check_state({f'{self.key}.{name}': value}, f'{self.key}.')
+            if problems:
+                raise CheckpointMismatchError(
+                    f'the checkpoint assigned to {self.key} does not fit the model built with {self.seed_arg}='
+                    f'{self.seed}: {problems[0].message} (a config.json beside the weights must hold the '
+                    f'{self.seed_arg} they were trained with)')
+        super().__setattr__(name, value)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs) -> None:

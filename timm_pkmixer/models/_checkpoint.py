@@ -24,15 +24,17 @@ runs; ``pkmixer push`` / ``pkmixer expand`` read files with
 :func:`timm_pkmixer.publish.checkpoint_file.read_checkpoint`, which names the file.
 """
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 import torch.nn as nn
 
-from ..errors import CheckpointMismatchError
+from ..errors import CheckpointError, CheckpointMismatchError
 from ..layers.structure import DerivedStructure, StructureProblem
 
-__all__ = ['check_state_dict', 'checkpoint_filter_fn', 'describe_state_dict', 'weights_source']
+__all__ = ['check_state_dict', 'checkpoint_filter_fn', 'describe_state_dict', 'weights_source', 'config_json_of',
+           'check_config_num_classes']
 
 _BLOCK = re.compile(r'^blocks\.(\d+)\.')
 
@@ -233,10 +235,47 @@ def _fill_digests(state_dict: Dict[str, torch.Tensor], layers: Dict[str, Derived
     return state_dict if out is None else out
 
 
+def config_json_of(cfg: Mapping[str, Any]) -> str:
+    """The config.json a pretrained cfg was read from by timm (``local-dir:`` / ``hf-hub:`` names), as messages
+    name it; '' for a cfg of the registry."""
+    if cfg.get('source') == 'local-dir' and cfg.get('file'):
+        return str(Path(str(cfg['file'])) / 'config.json')
+    if cfg.get('source') == 'hf-hub' and cfg.get('hf_hub_id'):
+        return f"hf-hub:{cfg['hf_hub_id']} config.json"
+    return ''
+
+
+def check_config_num_classes(cfg: Mapping[str, Any], state_dict: Optional[Mapping[str, Any]] = None) -> None:
+    """Refuse a config.json (:func:`config_json_of`) whose ``num_classes`` is no class count, or, given the
+    weights beside it, not the outputs of their head: timm would build another head and drop the trained one
+    (a negative count it does not pass on at all: the entry point's 1000 classes). A registry cfg passes."""
+    where = config_json_of(cfg)
+    if not where:
+        return
+    value = cfg.get('num_classes')
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CheckpointError(
+            f'{where}: num_classes={value!r} is not a number of classes (a non-negative integer: the outputs of the '
+            f'trained head, 0 for a model without one); timm would build another head and drop the trained one. '
+            f'Correct num_classes in config.json.')
+    if state_dict is None:
+        return
+    classifier = cfg.get('classifier') or 'head'
+    head = state_dict.get(f'{classifier if isinstance(classifier, str) else classifier[0]}.weight')
+    rows = int(head.shape[0]) if isinstance(head, torch.Tensor) and head.dim() == 2 else 0
+    if rows != value:
+        held = f'a {rows}-class head ({tuple(head.shape)})' if rows else 'no head'
+        raise CheckpointMismatchError(
+            f'{where}: num_classes={value} but the weights beside it hold {held}: config.json does not describe its '
+            f'weights. Correct num_classes in config.json (to {rows}).')
+
+
 def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: nn.Module) -> Dict[str, torch.Tensor]:
     """timm's pretrained filter for every model of the package: :func:`check_state_dict` with the classifier
-    and input channels free to differ. timm's own MLP-Mixer checkpoints load into the normal PK Mixers as
+    and input channels free to differ, after the num_classes of a config.json is checked against the weights'
+    head (:func:`check_config_num_classes`). timm's own MLP-Mixer checkpoints load into the normal PK Mixers as
     they are (same names, same function)."""
+    check_config_num_classes(getattr(model, 'pretrained_cfg', None) or {}, state_dict)
     try:
         return check_state_dict(model, state_dict, strict=True, pretrained_cfg_may_adapt=True)
     except CheckpointMismatchError as e:

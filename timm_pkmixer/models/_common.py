@@ -2,7 +2,7 @@
 (:class:`ModelArgs`), the size check of a record, the pretrained cfg."""
 import json
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -15,7 +15,7 @@ from ..errors import InputShapeError, InvalidArgumentError
 from ..layers.structure import DerivedStructure
 from ..sizes import PlannedTensor, check_model_size
 from ..validation import choice, int_pair, non_negative_int
-from ._checkpoint import check_state_dict, checkpoint_filter_fn
+from ._checkpoint import check_config_num_classes, check_state_dict, checkpoint_filter_fn
 
 __all__ = ['build_registered', 'ALTERNATIVE_ARGS', 'UNUSED_ARGS', 'TRAINING_ONLY_ARGS', 'ModelArgs', 'merge_args',
            'layer_name', 'act_layer_arg', 'patch_grid', 'paper_cfg', 'check_input', 'PKModelMixin', 'FlatMapHeadMixin']
@@ -53,14 +53,24 @@ class ModelArgs(Mapping):
     ``type(model)(**model.model_args)`` rebuilds the same architecture.
     """
 
+    # fields the record resolves from a group of ALTERNATIVE_ARGS, recomputed when the group changes (replace)
+    RESOLVED_FROM: ClassVar[Mapping[Tuple[str, ...], Tuple[str, ...]]] = {}
+
     @classmethod
     def resolve(cls, given: Mapping[str, Any]) -> 'ModelArgs':
         """The record of the constructor arguments `given` (every field), validated and canonical."""
         raise NotImplementedError
 
     def planned_tensors(self, itemsize: int, sources: Mapping[str, str]) -> List[PlannedTensor]:
-        """The largest tensors of the model, the size bound's arithmetic pre-check (:mod:`timm_pkmixer.sizes`);
-        `sources` names arguments as the caller gave them (e.g. ``{'channel': 'gamma=1e+300 …'}``)."""
+        """Every parameter and buffer of the model (`itemsize` bytes per parameter element) but those of the
+        layers given by timm name (:meth:`layer_tensors`), for the size bound (:mod:`timm_pkmixer.sizes`), in
+        Python integers; `sources` names arguments as the caller gave them (e.g. ``{'channel': 'gamma=1e+300 …'}``).
+        """
+        raise NotImplementedError
+
+    def layer_tensors(self, dtype: Optional[torch.dtype]) -> List[PlannedTensor]:
+        """The tensors of the layers given by timm name (norm, activation), each kind counted once on the meta
+        device; with :meth:`planned_tensors`, every tensor of the model."""
         raise NotImplementedError
 
     def describe(self) -> ModelDescription:
@@ -89,11 +99,24 @@ class ModelArgs(Mapping):
         return len(self.names())
 
     def replace(self, **changes: Any) -> 'ModelArgs':
-        """The record of another architecture (an expanded one, a new head): these `changes` resolved again."""
+        """The record of another architecture (an expanded one, a new head): these `changes` resolved again, as a
+        caller's kwargs at an entry point (:func:`merge_args`): a change to one spelling of an
+        :data:`ALTERNATIVE_ARGS` group (``mlp_ratio``, ``gamma``, ``norm_layer``, ``omega``, …) replaces the
+        record's other spelling and what the record resolved from the group (:attr:`RESOLVED_FROM`), and one that
+        makes arguments meaningless (:data:`UNUSED_ARGS`) drops them."""
         unknown = sorted(set(changes) - set(self.names()))
         if unknown:
             raise InvalidArgumentError(f'no model arguments {unknown}; the model takes {sorted(self.names())}')
-        return self.resolve({**self, **changes})
+        values = dict(self)
+        dropped: List[str] = []
+        for group in ALTERNATIVE_ARGS:
+            if any(changes.get(k) is not None for k in group):
+                dropped += [*group, *self.RESOLVED_FROM.get(group, ())]
+        for (name, value), unused in UNUSED_ARGS.items():
+            if name in changes and changes[name] == value:
+                dropped += unused
+        values.update({k: None for k in dropped if k in values})
+        return self.resolve({**values, **changes})
 
     def to_json(self, exclude: Tuple[str, ...] = ()) -> Dict[str, Any]:
         """A JSON-ready dict (tuples as lists) without the arguments in `exclude` (e.g. TRAINING_ONLY_ARGS)."""
@@ -202,11 +225,10 @@ class PKModelMixin:
                    sources: Optional[Mapping[str, str]] = None, **message: Any) -> int:
         """Refuse the model that record `args` builds if its parameters and buffers would not fit in the memory of
         `device`, before anything is allocated (:func:`~timm_pkmixer.sizes.check_model_size`: the record's
-        largest tensors, then a meta-device build); returns their bytes. `sources`: the arguments as the caller
-        gave them, for messages; `message`: ``cause``, ``copies``, ``what``, ``advice``."""
-        return check_model_size(lambda **dd: cls(**args, **dd),
-                                lambda itemsize: args.planned_tensors(itemsize, sources or {}), device, dtype,
-                                **message)
+        tensors, counted without building the model); returns their bytes. `sources`: the arguments as the
+        caller gave them, for messages; `message`: ``cause``, ``copies``, ``what``, ``advice``."""
+        return check_model_size(lambda itemsize: args.planned_tensors(itemsize, sources or {}), args.layer_tensors,
+                                device, dtype, **message)
 
     @torch.jit.ignore
     def describe(self) -> ModelDescription:
@@ -274,6 +296,9 @@ def build_registered(model_class: type, variant: str, pretrained: bool, model_ar
     """An entry point's model: `variant` of `model_class` from its `model_args`, every one of which the caller's
     kwargs may override (:func:`merge_args`), through timm's ``build_model_with_cfg`` with our checkpoint filter
     and the feature getter."""
+    cfg = kwargs.get('pretrained_cfg')
+    if isinstance(cfg, Mapping):  # read from a config.json (timm's local-dir: / hf-hub:): checked before timm reads it
+        check_config_num_classes(cfg)
     kwargs = merge_args(model_args, kwargs)
     out_indices = kwargs.pop('out_indices', 3)
     return build_model_with_cfg(

@@ -35,9 +35,8 @@ from timm.models import checkpoint, checkpoint_seq, generate_default_cfgs, named
 from .._timm import feature_take_indices, mixer_init_weights
 from ..description import ModelDescription, describe_mixer
 from ..errors import ArgumentTypeError, InvalidArgumentError
-from ..layers import PERMUTATIONS, SkipLayer, make_pk_mlp
-from ..layers.permutation import index_dtype
-from ..sizes import PlannedTensor, format_count, refuse_unbounded
+from ..layers import PERMUTATIONS, FixedPermutation, SkipLayer, make_pk_mlp
+from ..sizes import PlannedTensor, format_count, linear_tensors, module_tensors, refuse_unbounded
 from ..validation import (
     boolean,
     choice,
@@ -273,6 +272,8 @@ class MixerArgs(ModelArgs):
     global_pool: str
     tiles: int
 
+    RESOLVED_FROM = {('mlp_ratio', 'gamma'): ('token_hidden_dim', 'channel_hidden_dim')}
+
     @classmethod
     def resolve(cls, given: Mapping[str, Any]) -> 'MixerArgs':
         """The record of PKMixer's arguments `given`, validated (each refusal names its argument)."""
@@ -323,44 +324,66 @@ class MixerArgs(ModelArgs):
                               self.channel_hidden_dim, permutation=self.permutation, perm_seed=self.perm_seed,
                               tiles=self.tiles)
 
+    @property
+    def num_norms(self) -> int:
+        """The norm layers: two per block, the final one, the skip layer's and the stem's when they exist."""
+        return 2 * self.num_blocks + 1 + int(self.skip_layer) + int(self.stem_norm)
+
     def planned_tensors(self, itemsize: int, sources: Mapping[str, str]) -> List[PlannedTensor]:
-        """The weights of the per-patch FC, head, skip layer and mixing FCs and the random permutations' indices,
-        each naming the arguments that set it (`sources`: 'token' / 'channel', how the caller set those widths)."""
-        s0, s, c, L = self.num_patches, self.num_tokens, self.embed_dim, self.num_blocks
-        plan = [
-            PlannedTensor('stem.proj.weight', (c, self.in_chans, *self.patch_size), itemsize,
-                          f'embed_dim={c} (with patch_size={self.patch_size}, in_chans={self.in_chans})'),
-            PlannedTensor('head.weight', (self.num_classes, c), itemsize,
-                          f'num_classes={self.num_classes}, embed_dim={c}'),
-        ]
+        """Every parameter and buffer but those of a norm layer given by timm name (:meth:`layer_tensors`): the
+        per-patch FC, head, skip layer, LayerNorms, mixing FCs and the random permutations' buffers, each naming
+        the arguments that set it (`sources`: 'token' / 'channel', how the caller set those widths)."""
+        s0, s, c = self.num_patches, self.num_tokens, self.embed_dim
+        stem = f'embed_dim={c} (with patch_size={self.patch_size}, in_chans={self.in_chans})'
+        plan = [PlannedTensor('stem.proj.weight', (c, self.in_chans, *self.patch_size), itemsize, stem),
+                PlannedTensor('stem.proj.bias', (c,), itemsize, stem)]
+        if self.num_classes:
+            plan += linear_tensors('head', c, self.num_classes, itemsize,
+                                   f'num_classes={self.num_classes}, embed_dim={c}')
         if self.skip_layer:
-            plan.append(PlannedTensor('blocks.0.skip.proj.weight', (s, s0), itemsize, f'num_tokens={s}'))
-        first = [('blocks.0.mlp_tokens.fc1.weight', s0, 1), ('blocks.*.mlp_tokens.fc1.weight', s, L - 1)]
-        th, ch = self.token_hidden_dim, self.channel_hidden_dim
-        if th is None:  # S-Mixer: one FC per mixing
-            plan += [PlannedTensor(name, (s, s_in), itemsize, f'num_tokens={s}', n) for name, s_in, n in first]
-            plan.append(PlannedTensor('blocks.*.mlp_channels.fc1.weight', (c, c), itemsize, f'embed_dim={c}', L))
-        else:
-            token = sources.get('token', f'token_hidden_dim={th}')
-            channel = sources.get('channel', f'channel_hidden_dim={ch}')
-            plan += [PlannedTensor(name, (th, s_in), itemsize, token, n) for name, s_in, n in first]
-            plan += [PlannedTensor('blocks.*.mlp_tokens.fc2.weight', (s, th), itemsize, token, L),
-                     PlannedTensor('blocks.*.mlp_channels.fc1.weight', (ch, c), itemsize, channel, L),
-                     PlannedTensor('blocks.*.mlp_channels.fc2.weight', (c, ch), itemsize, channel, L)]
+            plan += linear_tensors('blocks.0.skip.proj', s0, s, itemsize, f'num_tokens={s}', bias=False)
+        if self.norm_layer is None:  # torch's LayerNorm(C, eps): weight and bias
+            plan += [PlannedTensor(f'*.norm.{n}', (c,), itemsize, f'embed_dim={c}', self.num_norms)
+                     for n in ('weight', 'bias')]
+        plan += self._mixing_tensors(itemsize, sources)
         randoms = self.random_blocks
-        if randoms:  # 4 permutations per random block, each an index and its inverse (block 0's J1: of S0·C)
+        if randoms:  # J1, J2 of both mixings per random block (block 0's token J1: of S0·C)
             src = f"num_tokens={s}, embed_dim={c} (permutation='random')"
-            first_in = 2 if randoms[0] == 0 else 0
-            plan.append(PlannedTensor('blocks.*.mlp_*.perm_*.index, inverse', (s * c,), _index_size(s * c), src,
-                                      8 * len(randoms) - first_in))
+            first_in = int(randoms[0] == 0)
+            plan += FixedPermutation.planned_tensors(s * c, 'blocks.*.mlp_*.perm_*', src, 4 * len(randoms) - first_in)
             if first_in:
-                plan.append(PlannedTensor('blocks.0.mlp_tokens.perm_in.index, inverse', (s0 * c,),
-                                          _index_size(s0 * c), src, 2))
+                plan += FixedPermutation.planned_tensors(s0 * c, 'blocks.0.mlp_tokens.perm_in', src)
         return plan
 
+    def _mixing_tensors(self, itemsize: int, sources: Mapping[str, str]) -> List[PlannedTensor]:
+        """The FCs of the token and channel mixings (block 0's token mixing from the S0 patches)."""
+        s0, s, c, L = self.num_patches, self.num_tokens, self.embed_dim, self.num_blocks
+        th, ch = self.token_hidden_dim, self.channel_hidden_dim
+        token = sources.get('token', f'token_hidden_dim={th}') if th else f'num_tokens={s}'
+        channel = sources.get('channel', f'channel_hidden_dim={ch}') if ch else f'embed_dim={c}'
+        plan = []
+        for name, s_in, n in (('blocks.0.mlp_tokens', s0, 1), ('blocks.*.mlp_tokens', s, L - 1)):
+            if n and th is None:  # S-Mixer: one FC per mixing
+                plan += linear_tensors(f'{name}.fc1', s_in, s, itemsize, token, n)
+            elif n:
+                plan += [*linear_tensors(f'{name}.fc1', s_in, th, itemsize, token, n),
+                         *linear_tensors(f'{name}.fc2', th, s, itemsize, token, n)]
+        if ch is None:
+            return plan + linear_tensors('blocks.*.mlp_channels.fc1', c, c, itemsize, channel, L)
+        return plan + [*linear_tensors('blocks.*.mlp_channels.fc1', c, ch, itemsize, channel, L),
+                       *linear_tensors('blocks.*.mlp_channels.fc2', ch, c, itemsize, channel, L)]
 
-def _index_size(num: int) -> int:
-    return 4 if index_dtype(num) == torch.int32 else 8
+    def layer_tensors(self, dtype: Optional[torch.dtype]) -> List[PlannedTensor]:
+        """The tensors of the layers given by timm name, one of each counted on the meta device: the norm layer
+        (if not torch's LayerNorm) and the activation of every mixing (built as the model builds it)."""
+        tensors = []
+        if self.norm_layer is not None:
+            norm = get_norm_layer(self.norm_layer)(self.embed_dim, device='meta', dtype=dtype)
+            tensors += module_tensors('*.norm', norm, f'norm_layer={self.norm_layer!r}', self.num_norms)
+        with torch.device('meta'):
+            act = get_act_layer(self.act_layer)()
+        return tensors + module_tensors('blocks.*.mlp_*.act', act, f'act_layer={self.act_layer!r}',
+                                        2 * self.num_blocks)
 
 
 def _width_sources(args: MixerArgs, mlp_ratio: Any, gamma: Any, token_hidden_dim: Any, channel_hidden_dim: Any
@@ -399,10 +422,11 @@ class PKMixer(PKModelMixin, nn.Module):
         patch_size: Patch size P; S0 = HW/P² patches of C0 = in_chans·P² values.
         num_blocks: Depth L.
         embed_dim: Channels C of the mixing layers (per-patch FC maps C0 → C).
-        mlp_ratio: As in timm's MlpMixer: token and channel hidden widths int(r·C), one r or
-            (r_tokens, r_channels); default (0.5, 4.0), timm's. 'mlp' blocks only.
-        gamma: The paper's expansion γ: hidden widths round(γS) and round(γC) (one γ or (γ_tokens,
-            γ_channels)). Instead of `mlp_ratio`.
+        mlp_ratio: timm's spelling of the hidden widths, as in timm's MlpMixer (kept for timm compatibility): token
+            and channel hidden widths int(r·C), one r or (r_tokens, r_channels); default (0.5, 4.0), timm's.
+            'mlp' blocks only. Give it or `gamma`, not both.
+        gamma: The paper's spelling of the hidden widths, its expansion γ: round(γS) and round(γC) (one γ or
+            (γ_tokens, γ_channels)). Instead of `mlp_ratio`; the record holds the widths either gives.
         token_hidden_dim: Explicit token-MLP hidden width (overrides the ratio's).
         channel_hidden_dim: Explicit channel-MLP hidden width (overrides the ratio's).
         num_tokens: Tokens S of the mixing layers; None for S = S0.
@@ -411,8 +435,10 @@ class PKMixer(PKModelMixin, nn.Module):
             (e.g. ['random'] + ['normal'] * 7: only the first block is random, Fig. S.4).
         perm_seed: Seed of the fixed random permutations.
         skip_layer: Use the SkipLayer in block 0; None: only when S ≠ S0.
-        norm_layer: As in timm: the norm layer (class, partial or name); default LayerNorm(eps=norm_eps).
-        norm_eps: LayerNorm epsilon (paper: 1e-5, the default; timm's Mixers: 1e-6). Instead of `norm_layer`.
+        norm_layer: timm's spelling (kept for timm compatibility): the norm layer (class, partial or name); default
+            LayerNorm(eps=norm_eps). Give it or `norm_eps`, not both.
+        norm_eps: The short spelling of torch's LayerNorm: its epsilon (paper: 1e-5, the default; timm's Mixers:
+            1e-6). Instead of `norm_layer`; ``norm_layer=partial(nn.LayerNorm, eps=e)`` is recorded as it.
         act_layer: Activation φ (GELU in the paper).
         weight_init: 'paper' (mixing weights N(0, 1/fan_in), §4.3) or 'timm' (timm's Mixer init).
         nlhb: As in timm: initialise the head bias to -log(num_classes).

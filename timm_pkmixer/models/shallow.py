@@ -27,7 +27,7 @@ from timm.models import checkpoint_seq, generate_default_cfgs, register_model
 from .._timm import feature_take_indices
 from ..description import ModelDescription, describe_shallow
 from ..layers import KroneckerLinear, MonarchLinear, monarch_block_size
-from ..sizes import PlannedTensor
+from ..sizes import PlannedTensor, linear_tensors, module_tensors
 from ..validation import choice, int_pair, non_negative_int, positive_int, rate
 from ._common import FlatMapHeadMixin, ModelArgs, PKModelMixin, act_layer_arg, build_registered, check_input, paper_cfg
 
@@ -110,16 +110,26 @@ class ShallowArgs(ModelArgs):
         return describe_shallow(self.structure, *self.shape, self.num_blocks)
 
     def planned_tensors(self, itemsize: int, sources: Mapping[str, str]) -> List[PlannedTensor]:
-        """Each layer's factors (Monarch L and R: √n blocks of √n × √n; Kronecker V, W) and the n-wide head."""
+        """Every parameter but the activations' (:meth:`layer_tensors`): each layer's factors (Monarch L and R:
+        √n blocks of √n × √n; Kronecker V, W) and the n-wide head."""
         rows, cols = self.shape
         cause = f'img_size={self.img_size}, in_chans={self.in_chans} (n = {self.features})'
         if self.structure == 'monarch':
-            plan = [PlannedTensor('blocks.*.fc.l, r', (rows, rows, rows), itemsize, cause, 2 * self.num_blocks)]
+            plan = [PlannedTensor(f'blocks.*.fc.{f}.weight', (rows, rows, rows), itemsize, cause, self.num_blocks)
+                    for f in ('l', 'r')]
         else:
             plan = [PlannedTensor('blocks.*.fc.v.weight', (rows, rows), itemsize, cause, self.num_blocks),
                     PlannedTensor('blocks.*.fc.w.weight', (cols, cols), itemsize, cause, self.num_blocks)]
-        return plan + [PlannedTensor('head.weight', (self.num_classes, self.features), itemsize,
-                                     f'num_classes={self.num_classes}, {cause}')]
+        if self.num_classes:
+            plan += linear_tensors('head', self.features, self.num_classes, itemsize,
+                                   f'num_classes={self.num_classes}, {cause}')
+        return plan
+
+    def layer_tensors(self, dtype: Optional[torch.dtype]) -> List[PlannedTensor]:
+        """The activations' tensors (one counted on the meta device): after every structured layer but the last."""
+        with torch.device('meta'):
+            act = get_act_layer(self.act_layer)()
+        return module_tensors('blocks.*.act', act, f'act_layer={self.act_layer!r}', self.num_blocks - 1)
 
 
 class ShallowMlp(FlatMapHeadMixin, PKModelMixin, nn.Module):

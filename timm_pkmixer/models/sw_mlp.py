@@ -29,7 +29,7 @@ from .._timm import feature_take_indices
 from ..description import ModelDescription, describe_sw_mlp
 from ..errors import InvalidArgumentError
 from ..layers import MaskedLinear
-from ..sizes import PlannedTensor, refuse_unbounded
+from ..sizes import PlannedTensor, linear_tensors, module_tensors, refuse_unbounded
 from ..validation import (
     boolean,
     choice,
@@ -185,26 +185,33 @@ class SwMlpArgs(ModelArgs):
                                outer_act=self.outer_act)
 
     def planned_tensors(self, itemsize: int, sources: Mapping[str, str]) -> List[PlannedTensor]:
-        """The per-patch FC, head and masked weights (each with its bool mask), naming the arguments that set them
-        (`sources`: 'width', how the caller set m)."""
+        """Every parameter and buffer but the activations' (:meth:`layer_tensors`): the per-patch FC, head,
+        LayerNorms and masked layers (weights, masks, digests), naming the arguments that set them (`sources`:
+        'width', how the caller set m)."""
         m, L, c = self.width, self.num_blocks, self.embed_dim
         width = sources.get('width', f'width={m}')
-        masked = itemsize + 1
-        plan = [
-            PlannedTensor('stem.proj.weight', (c, self.in_chans, *self.patch_size), itemsize,
-                          f'embed_dim={c} (with patch_size={self.patch_size}, in_chans={self.in_chans})'),
-            PlannedTensor('head.weight', (self.num_classes, m), itemsize, f'num_classes={self.num_classes}, {width}'),
-        ]
+        stem = f'embed_dim={c} (with patch_size={self.patch_size}, in_chans={self.in_chans})'
+        plan = [PlannedTensor('stem.proj.weight', (c, self.in_chans, *self.patch_size), itemsize, stem),
+                PlannedTensor('stem.proj.bias', (c,), itemsize, stem),
+                *[PlannedTensor(f'*norm.{n}', (m,), itemsize, width, L + 1) for n in ('weight', 'bias')]]
+        if self.num_classes:
+            plan += linear_tensors('head', m, self.num_classes, itemsize, f'num_classes={self.num_classes}, {width}')
         if self.num_inputs != m:
-            plan.append(PlannedTensor('in_proj.weight, mask', (m, self.num_inputs), masked, f'{width}, embed_dim={c}'))
+            plan += MaskedLinear.planned_tensors(self.num_inputs, m, itemsize, 'in_proj', f'{width}, embed_dim={c}')
         hidden = self.hidden
         if hidden is None:
-            plan.append(PlannedTensor('blocks.*.fc1.weight, mask', (m, m), masked, width, L))
-        else:
-            src = f'gamma={self.gamma!r}, {width}'
-            plan += [PlannedTensor('blocks.*.fc1.weight, mask', (hidden, m), masked, src, L),
-                     PlannedTensor('blocks.*.fc2.weight, mask', (m, hidden), masked, src, L)]
-        return plan
+            return plan + MaskedLinear.planned_tensors(m, m, itemsize, 'blocks.*.fc1', width, L)
+        src = f'gamma={self.gamma!r}, {width}'
+        return plan + [*MaskedLinear.planned_tensors(m, hidden, itemsize, 'blocks.*.fc1', src, L),
+                       *MaskedLinear.planned_tensors(hidden, m, itemsize, 'blocks.*.fc2', src, L)]
+
+    def layer_tensors(self, dtype: Optional[torch.dtype]) -> List[PlannedTensor]:
+        """The activations' tensors (one counted on the meta device): φ in every block, twice in MLP blocks with
+        `outer_act`."""
+        with torch.device('meta'):
+            act = get_act_layer(self.act_layer)()
+        per_block = 2 if self.hidden is not None and self.outer_act else 1
+        return module_tensors('blocks.*.act', act, f'act_layer={self.act_layer!r}', per_block * self.num_blocks)
 
 
 class SwMlp(FlatMapHeadMixin, PKModelMixin, nn.Module):

@@ -17,8 +17,10 @@ model it is given (the exported ``pretrained_cfg`` goes to a shallow view of it)
 """
 import copy
 import json
+import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -79,15 +81,30 @@ def label_names_of_run(train_args: Dict[str, Any], num_classes: int) -> Tuple[Op
     return names, ''
 
 
+def _replace_text(path: Path, text: str) -> None:
+    """`text` at `path`, replaced whole: written to a new file beside it (with the mode the umask gives new files),
+    then renamed over it, so that no reader sees half a file."""
+    tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
+    try:
+        with open(tmp, 'x', encoding='utf-8') as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def _save_config(exported: torch.nn.Module, out: Path, label_names: Optional[List[str]]) -> None:
     """model.safetensors and config.json by timm's ``save_for_hf``; `label_names` at the root, timm's place for
-    them (timm reads them into the pretrained cfg, transformers into ``config.id2label``)."""
+    them (timm reads them into the pretrained cfg, transformers into ``config.id2label``). safetensors creates its
+    file private (0600): it gets the mode of config.json, which the umask sets like every other file here."""
     model_args = export_model_args(exported)
     save_for_hf(exported, str(out), model_args=model_args, safe_serialization=True,
                 model_config={'label_names': label_names} if label_names else None)
     config = json.loads((out / 'config.json').read_text(encoding='utf-8'))
     config.get('model_args', {}).pop('num_classes', None)  # timm adds the model's own; it is at the root
-    (out / 'config.json').write_text(json.dumps(config, indent=2), encoding='utf-8')
+    _replace_text(out / 'config.json', json.dumps(config, indent=2))
+    os.chmod(out / 'model.safetensors', stat.S_IMODE((out / 'config.json').stat().st_mode))
 
 
 def _export_pretrained_cfg(model: torch.nn.Module, train_args: Dict[str, Any], license: str) -> Dict[str, Any]:
