@@ -6,7 +6,7 @@ import re
 import subprocess
 from typing import Dict, Optional, Sequence, Tuple, Union
 
-from .tasks import LaunchError
+from .errors import LaunchError
 
 __all__ = ['SLURM_OWNED', 'NO_TIME_LIMIT_MIN', 'parse_slurm_args', 'is_option_value', 'sbatch_test_only', 'squeue',
            'job_state', 'minutes', 'partition_limits', 'sbatch_words']
