@@ -192,7 +192,7 @@ def test_a_run_folder_of_another_launch_or_model_is_refused_by_name(sweep, data,
 def test_two_launches_planned_into_one_run_folder_cannot_both_run_it(tmp_path, monkeypatch):
     """Two folders whose recipes write one run folder, both planned before either started: the first to start
     claims it; the other's run fails with exit status 2 (said in its record and log) and trains nothing."""
-    from timm_pkmixer.launch import ownership, tasks
+    from timm_pkmixer.launch import ownership, records, tasks
     shared = tmp_path / 'shared' / 'run'
     made = []
     for name in ('one', 'two'):
@@ -200,13 +200,13 @@ def test_two_launches_planned_into_one_run_folder_cannot_both_run_it(tmp_path, m
         folder.mkdir()
         (folder / 'r.yaml').write_text('model: x\n')
         made.append(tasks.Task('r', str(folder / 'r.yaml'), str(shared), (), str(folder / 'launch'), 'local'))
-    ownership.claim(Path(made[0].recipe), shared, tasks.folder_id(Path(made[0].state_dir), create=True))
+    ownership.claim(Path(made[0].recipe), shared, records.folder_id(Path(made[0].state_dir), create=True))
 
     def no_popen(*args, **kwargs):
         raise AssertionError('a run was started in a run folder another launch owns')
     monkeypatch.setattr(tasks.subprocess, 'Popen', no_popen)
     assert tasks.execute(made[1]) == 2
-    record = tasks.read_record(Path(made[1].state_dir), 'r')
+    record = records.read_record(Path(made[1].state_dir), 'r')
     assert record['state'] == 'failed' and record['returncode'] == 2
     assert record['reason'].startswith(f'r.yaml is refused: its run folder {shared} belongs to recipe r.yaml of '
                                        f'another launched folder ({tmp_path / "one"}, id ')

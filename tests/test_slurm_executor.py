@@ -17,6 +17,8 @@ from timm_pkmixer.launch.executors import SlurmExecutor
 from timm_pkmixer.launch.slurm import SLURM_OWNED, minutes, parse_slurm_args
 from timm_pkmixer.launch.tasks import Task
 
+from conftest import command_messages
+
 
 @pytest.fixture(scope='module')
 def slurm():
@@ -192,8 +194,9 @@ def test_slurm_refuses_what_the_cluster_can_never_run_before_submitting(sweep, c
         (['--gpus-per-run', '1'], 'Invalid generic resource (gres) specification'),
     ]:
         rc, _, err = _launch(capsys, sweep, '--executor', 'slurm', '--partition', 'debug', *argv, '--no-wait')
-        assert rc == 2 and err.startswith(f'pkmixer launch: error: SLURM refused the job array (nothing was '
-                                          f'submitted): {said} (sbatch --test-only '), (argv, err)
+        assert rc == 2 and command_messages(err).startswith(
+            f'pkmixer launch: error: SLURM refused the job array (nothing was submitted): {said} (sbatch --test-only '
+        ), (argv, err)
         assert '--partition=debug' in err and '--output' not in err
         assert _queue(sweep) == ''  # nothing waits in the queue for ever
         assert not (sweep / 'launch' / 'runs').exists() and not (sweep / 'launch' / 'slurm').exists()
@@ -250,9 +253,9 @@ def test_time_limit_is_the_partitions_and_checked_against_it(sweep, short_partit
     maximum, else 365 days): a number submitit's requeue reads."""
     slurm = ('--executor', 'slurm', '--no-wait')
     rc, _, err = _launch(capsys, sweep, *slurm, '--partition', short_partition, '--time', '10')
-    assert (rc, err.strip()) == (2, f'pkmixer launch: error: --time: 10 minutes is more than partition '
-                                    f'{short_partition} allows (5 minutes; sinfo), a job that would wait in the queue '
-                                    f'for ever')
+    assert (rc, command_messages(err).strip()) == (  # after the progress lines (each recipe checked)
+        2, f'pkmixer launch: error: --time: 10 minutes is more than partition {short_partition} allows (5 minutes; '
+           f'sinfo), a job that would wait in the queue for ever')
     assert _queue(sweep) == '' and not (sweep / 'launch' / 'runs').exists()
     for argv, limit in [(('--partition', short_partition), '00:03:00'),
                         (('--partition', short_partition, '--time', '4'), '00:04:00'),
