@@ -106,14 +106,18 @@ def _args_yaml(run_dir: Path) -> dict:
 
 def test_a_relaunch_reuses_the_recorded_train_args_and_refuses_others(sweep, data, cli):
     """The first launch gave --lr 0.02; a relaunch without arguments gives them to a new run too (and runs it: a
-    record saying it runs as PID 1, from another start, is not believed); other arguments are refused by name;
-    --new-train-args changes them, and the runs trained with the old ones become stale."""
+    record saying it runs as PID 1, from another start, is not believed: nothing runs it, so it is cancelled, not
+    pending); other arguments are refused by name; --new-train-args changes them, and the runs trained with the old
+    ones become stale."""
     _recipe(sweep, 'c', data, seed=2)
     start = int(Path('/proc/1/stat').read_text().rsplit(')', 1)[1].split()[19])
     (sweep / 'launch' / 'runs' / 'c.json').write_text(json.dumps(dict(
         state='running', pid=1, host=socket.gethostname(), executor='local', job=None, run_dir='runs/c',
         recipe='c.yaml', returncode=None, pid_start=start + 7, boot_id=None)))
-    assert _status(cli, sweep)['c']['state'] == 'pending'
+    status = _status(cli, sweep)['c']
+    assert (status['state'], status['detail']) == (
+        'cancelled', f"PID 1 on {socket.gethostname()} (a PID another process has now) ended before its first epoch, "
+                     f"its end unrecorded; a relaunch runs it")
     code, out, err = _launch(cli, sweep)
     assert code == 0 and '[pkmixer launch] 1/1 c: finished' in out and 'skipped: 2 finished' in out
     assert '[pkmixer launch] every run gets the train.py arguments of the earlier launches: --lr 0.02' in err

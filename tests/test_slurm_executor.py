@@ -131,6 +131,25 @@ def test_local_run_nothing_runs_is_cancelled_not_pending(tmp_path, capsys, recor
         'cancelled', detail.format(pid=gone.pid, host=socket.gethostname()) + '; a relaunch runs it')
 
 
+@pytest.mark.parametrize('state, detail', [
+    ('queued', 'never started: its launcher (PID 1 on {host}, a PID another process has now) has ended'),
+    ('running', 'PID 1 on {host} (a PID another process has now) ended before its first epoch, its end unrecorded'),
+])
+def test_local_run_whose_pid_another_process_has_is_cancelled_saying_so(tmp_path, capsys, state, detail):
+    """A record whose PID lives but started at another time (PID 1 here): its process is gone, the run is
+    cancelled, and the detail does not say that a living PID ended."""
+    import socket
+    start = int(Path('/proc/1/stat').read_text().rsplit(')', 1)[1].split()[19])
+    _recipe(tmp_path, 'a', tmp_path)
+    (tmp_path / 'launch' / 'runs').mkdir(parents=True)
+    (tmp_path / 'launch' / 'runs' / 'a.json').write_text(json.dumps(dict(
+        state=state, pid=1, pid_start=start + 7, host=socket.gethostname(), executor='local',
+        run_dir=str(tmp_path / 'runs' / 'a'))))
+    status = _status(capsys, tmp_path)['a']
+    assert (status['state'], status['detail']) == (
+        'cancelled', detail.format(host=socket.gethostname()) + '; a relaunch runs it')
+
+
 # ------------------------------------------------------------------------------------------------- --slurm-arg
 
 @pytest.mark.parametrize('item, problem', [

@@ -206,13 +206,18 @@ class LocalExecutor:
 
     @staticmethod
     def stopped_reason(record: Mapping[str, Any]) -> str:
-        """Why a run that never reached its first epoch is not running, from its record (its holder is gone)."""
-        where, state = f'PID {record.get("pid")} on {record.get("host")}', record.get('state')
+        """Why a run that never reached its first epoch is not running, from its record (its holder is gone; a PID
+        of this host that lives is another process's now: :func:`.liveness.same_process`)."""
+        pid, host, state = record.get('pid'), record.get('host'), record.get('state')
+        reused = host in (None, socket.gethostname()) and pid_alive(pid, host)
+        where = f'PID {pid} on {host}'
         if state == 'queued':
-            return f'never started: its launcher ({where}) has ended'
+            return f'never started: its launcher ({where}{", a PID another process has now" if reused else ""}) ' \
+                   f'has ended'
         if state == 'interrupted':
             return f'stopped by {_signal(record)} before its first epoch'
-        return f'{where} ended before its first epoch, its end unrecorded'
+        return f'{where}{" (a PID another process has now)" if reused else ""} ended before its first epoch, its end ' \
+               f'unrecorded'
 
 
 # ------------------------------------------------------------------------------------------------- slurm
