@@ -138,7 +138,8 @@ def test_a_relaunch_reuses_the_recorded_train_args_and_refuses_others(sweep, dat
     assert [(status[n]['state'], status[n]['changed']) for n in 'abc'] == [('stale', ['train.py arguments'])] * 3
     code, out, _ = cli('status', sweep)
     assert out.splitlines()[0] == 'train.py arguments of every run: --lr 0.5'
-    assert out.splitlines()[-1] == 'total 3: 0 pending, 0 running, 0 finished, 0 unfinished, 0 failed, 3 stale'
+    assert out.splitlines()[-1] == ('total 3: 0 pending, 0 running, 0 finished, 0 unfinished, 0 failed, 0 cancelled, '
+                                    '3 stale')
 
 
 # ------------------------------------------------------------------------------------------------- stale runs
@@ -153,7 +154,8 @@ def test_an_edited_recipe_makes_its_finished_run_stale_until_rerun_apart(sweep, 
     status = _status(cli, sweep)
     assert (status['a']['state'], status['a']['changed'], status['a']['detail']) == \
         ('stale', ['batch_size'], 'changed since it ran: batch_size')
-    assert status['total'] == dict(pending=0, running=0, finished=1, unfinished=0, failed=0, stale=1)
+    assert status['total'] == dict(pending=0, running=0, finished=1, unfinished=0, failed=0, cancelled=0,
+                                   stale=1)
     report = build_report([str(sweep / 'runs')])
     assert [(x.name, x.kind, x.reason) for x in report.listed] == [
         ('a', 'stale', 'stale: its recipe or the train.py arguments of its launch changed since it ran (batch_size): '
@@ -273,8 +275,8 @@ def test_status_reads_files_only(sweep):
             'print(sorted({m.split(".")[0] for m in sys.modules} & {"torch", "timm"}))')
     proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=ENV, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-2:] == ['total 2: 0 pending, 0 running, 2 finished, 0 unfinished, 0 failed',
-                                             '[]']
+    assert proc.stdout.splitlines()[-2:] == ['total 2: 0 pending, 0 running, 2 finished, 0 unfinished, 0 failed, 0 '
+                                             'cancelled, 0 stale', '[]']
 
 
 @pytest.mark.parametrize('text,why', [('[1]', 'not a JSON object'), ('{"state": 3}', 'state is a int'),
@@ -344,7 +346,8 @@ def test_progress_on_stderr_and_a_closed_stdout_stops_no_run(tmp_path, data):
                    for line in err.splitlines())
     assert '[pkmixer launch] checking recipe 2/2 (b.yaml)' in err
     status = _pkmixer('status', sweep)
-    assert status.stdout.splitlines()[-1] == 'total 2: 0 pending, 0 running, 2 finished, 0 unfinished, 0 failed'
+    assert status.stdout.splitlines()[-1] == ('total 2: 0 pending, 0 running, 2 finished, 0 unfinished, 0 failed, 0 '
+                                              'cancelled, 0 stale')
 
 
 @pytest.mark.parametrize('schedule', [dict(epochs='1', required=[0]), dict(epochs=1, required='0'), dict(epochs=1),

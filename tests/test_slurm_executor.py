@@ -241,7 +241,8 @@ def test_run_cancelled_in_the_queue_is_cancelled_not_pending(sweep, capsys):
     assert (status['a']['state'], status['a']['detail']) == (
         'cancelled', f'SLURM job {job} has left the queue and the run never started (SLURM: CANCELLED); a relaunch '
                      f'runs it')
-    assert status['total'] == dict(pending=0, running=0, finished=0, unfinished=0, failed=0, cancelled=1)
+    assert status['total'] == dict(pending=0, running=0, finished=0, unfinished=0, failed=0, cancelled=1,
+                                   stale=0)
 
     # a launcher waiting on its job says how the run ended
     proc = subprocess.Popen([sys.executable, '-m', 'timm_pkmixer', 'launch', str(sweep), *later, '--train-py', MINI],
@@ -263,7 +264,7 @@ def test_run_cancelled_in_the_queue_is_cancelled_not_pending(sweep, capsys):
     from timm_pkmixer.cli import main as cli_main
     assert cli_main(['status', str(sweep)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == \
-        'total 1: 0 pending, 0 running, 0 finished, 0 unfinished, 0 failed, 1 cancelled'
+        'total 1: 0 pending, 0 running, 0 finished, 0 unfinished, 0 failed, 1 cancelled, 0 stale'
 
 
 def test_time_limit_is_the_partitions_and_checked_against_it(sweep, short_partition, capsys):

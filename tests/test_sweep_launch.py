@@ -111,7 +111,8 @@ def test_local_two_workers_finish_fail_resume_retry_and_skip(tmp_path, data, cap
     assert [status[n]['state'] for n in 'abc'] == ['finished', 'failed', 'unfinished']
     assert (status['c']['done'], status['c']['epochs']) == (1, 2)
     assert status['b']['log'][-2:] == ['    assert os.path.exists(root)', 'AssertionError']  # timm's, from its log
-    assert status['total'] == dict(pending=0, running=0, finished=1, unfinished=1, failed=1, cancelled=0)
+    assert status['total'] == dict(pending=0, running=0, finished=1, unfinished=1, failed=1, cancelled=0,
+                                   stale=0)
     assert status['a']['run_dir'] == str(sweep / 'runs' / 'a')
 
     _drop_key(short, 'stop_after_epochs')
@@ -132,7 +133,7 @@ def test_local_two_workers_finish_fail_resume_retry_and_skip(tmp_path, data, cap
     capsys.readouterr()
     assert cli_main(['status', str(sweep)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == \
-        'total 3: 0 pending, 0 running, 3 finished, 0 unfinished, 0 failed, 0 cancelled'
+        'total 3: 0 pending, 0 running, 3 finished, 0 unfinished, 0 failed, 0 cancelled, 0 stale'
 
 
 def test_local_launcher_killed_then_relaunched_resumes(tmp_path, data, capsys):

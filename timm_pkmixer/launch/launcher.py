@@ -70,7 +70,11 @@ def _changes(run_dir: Path) -> List[str]:
 
 def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> RunStatus:
     """One run's state from its record, its holder (alive or not), its run folder (default: the record's, else the
-    recipe's) and its launch marker (a finished run whose recipe changed since it started is ``stale``)."""
+    recipe's) and its launch marker, decided in this order: a finished run folder is ``finished``, or ``stale`` when
+    its recipe or train.py arguments changed since it started, whatever the record says; a record queued or running
+    whose holder lives is ``pending`` (queued) or ``running``; a failed record is ``failed``; a record queued, running
+    or interrupted whose holder is gone, its run folder without an epoch, is ``cancelled`` (nothing runs it); a
+    started run folder is ``unfinished``; else ``pending`` (never started)."""
     name = Path(recipe).stem
     record = read_record(state_dir, name)
     run_dir = Path(run_dir or record.get('run_dir') or default_run_dir(recipe))
