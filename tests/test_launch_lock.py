@@ -192,3 +192,20 @@ def test_a_lock_naming_a_process_group_is_a_dead_holders(tmp_path, pid):
     path = acquire_lock(tmp_path, 'local')
     assert json.loads(path.read_text())['pid'] == os.getpid()
     release_lock(tmp_path)
+
+
+def test_a_process_that_has_ended_unreaped_is_no_holder(tmp_path):
+    """A zombie (ended, its parent has not reaped it yet: a SLURM task's run for a moment after SLURM requeued the job)
+    is not the process its record names: a run record or lock naming it has no live holder."""
+    from timm_pkmixer.launch.liveness import identity, pid_alive, same_process
+    from timm_pkmixer.launch.lock import holder_alive
+    child = subprocess.Popen(['cat'], stdin=subprocess.PIPE)
+    record = dict(pid=child.pid, host=socket.gethostname(), executor='local', **identity(child.pid))
+    assert same_process(record) and holder_alive(record)
+    child.stdin.close()  # cat ends
+    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # once it has, left unreaped: a zombie until child.wait()
+    assert Path(f'/proc/{child.pid}/stat').read_text().rsplit(')', 1)[1].split()[0] == 'Z'
+    assert (same_process(record), pid_alive(child.pid, socket.gethostname()), holder_alive(record)) == \
+        (False, False, False)
+    assert (same_process(dict(record, pid_start=None)), identity(child.pid)['pid_start']) == (False, None)
+    child.wait()

@@ -6,7 +6,7 @@ import functools
 import os
 import socket
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 __all__ = ['boot_id', 'process_start', 'identity', 'pid_alive', 'same_process']
 
@@ -20,12 +20,28 @@ def boot_id() -> Optional[str]:
         return None
 
 
-def process_start(pid: Any) -> Optional[int]:
-    """When process `pid` started, in clock ticks after boot (None: no such process, or no /proc)."""
+def _stat(pid: Any) -> Optional[List[str]]:
+    """Fields 3 … of ``/proc/PID/stat`` (after the command name; None: no such process, or no /proc)."""
     try:
-        stat = Path(f'/proc/{int(pid)}/stat').read_text()
-        return int(stat.rsplit(')', 1)[1].split()[19])  # after the command name: fields 3 …; starttime is 22
+        return Path(f'/proc/{int(pid)}/stat').read_text().rsplit(')', 1)[1].split()
     except (OSError, ValueError, TypeError, IndexError):
+        return None
+
+
+def _ended(fields: Optional[List[str]]) -> bool:
+    """A process that has ended and is not yet reaped (a zombie, state Z; X: being reaped) runs nothing."""
+    return bool(fields) and fields[0] in ('Z', 'X')
+
+
+def process_start(pid: Any) -> Optional[int]:
+    """When process `pid` started, in clock ticks after boot (None: no such process, one that has ended unreaped,
+    or no /proc)."""
+    fields = _stat(pid)
+    if fields is None or _ended(fields):
+        return None
+    try:
+        return int(fields[19])  # starttime is field 22
+    except (ValueError, IndexError):
         return None
 
 
@@ -35,7 +51,7 @@ def identity(pid: int) -> Dict[str, Any]:
 
 
 def pid_alive(pid: Any, host: Any) -> bool:
-    """Whether process `pid` on `host` is alive (another host's process is taken to be)."""
+    """Whether process `pid` on `host` is alive, not ended unreaped (another host's process is taken to be)."""
     if host and host != socket.gethostname():
         return True
     try:
@@ -46,8 +62,8 @@ def pid_alive(pid: Any, host: Any) -> bool:
     except (ProcessLookupError, ValueError, TypeError, OverflowError):
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    return not _ended(_stat(pid))
 
 
 def same_process(record: Mapping[str, Any]) -> bool:
