@@ -5,6 +5,7 @@ SlurmTask is submitit's Checkpointable."""
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -267,6 +268,25 @@ def test_run_cancelled_in_the_queue_is_cancelled_not_pending(sweep, capsys):
         'total 1: 0 pending, 0 running, 0 finished, 0 unfinished, 0 failed, 1 cancelled, 0 stale'
 
 
+@pytest.mark.parametrize('record', [dict(state='running'), dict(state='interrupted', returncode=-15)])
+def test_run_whose_job_waits_requeued_is_pending_not_cancelled(sweep, capsys, record):
+    """A run's record left running (or interrupted) by its process, a PID of this host that has ended, while its SLURM
+    job is in the queue again (requeued after a timeout or preemption; here a job that has not begun): the job holds
+    the run and resumes it, so it is pending, never cancelled (nor unfinished: a relaunch would not run it)."""
+    later = ('--executor', 'slurm', '--partition', 'debug', '--slurm-arg', 'begin=now+1hour')  # queued, not started
+    rc, out, _ = _launch(capsys, sweep, *later, '--no-wait')
+    assert rc == 0, out
+    job = json.loads((sweep / 'launch' / 'runs' / 'a.json').read_text())['job']
+    gone = subprocess.Popen([sys.executable, '-c', 'pass'])
+    gone.wait()
+    path = sweep / 'launch' / 'runs' / 'a.json'
+    path.write_text(json.dumps({**json.loads(path.read_text()), **record, 'pid': gone.pid,
+                                'host': socket.gethostname()}))
+    status = _status(capsys, sweep)
+    assert (status['a']['state'], status['a']['detail']) == ('pending', f'queued: SLURM job {job} (requeued)')
+    assert _launch(capsys, sweep, *later, '--no-wait')[0] == 2  # the job holds the folder
+
+
 def test_time_limit_is_the_partitions_and_checked_against_it(sweep, short_partition, capsys):
     """--time above the partition's maximum is refused (SLURM would keep the job pending for ever; sbatch
     --test-only accepts it); without --time each task asks the limit SLURM gives (the partition's default, else its
@@ -303,6 +323,8 @@ def test_task_timed_out_is_requeued_and_resumes(sweep, capsys):
     subprocess.run(['scancel', '--signal=USR2', job], check=True)
     _until(lambda: _job_field(job, 'JobState') not in ('RUNNING', 'COMPLETING', 'REQUEUED'))
     assert (_job_field(job, 'JobState'), _job_field(job, 'Reason')) == ('PENDING', 'BeginTime')  # requeued
+    status = _status(capsys, sweep)['a']  # its process has ended, its job holds it: neither unfinished nor cancelled
+    assert (status['state'], status['detail']) == ('pending', f'queued: SLURM job {job} (requeued)')
     _drop_key(recipe, 'epoch_sleep')
     subprocess.run(['scontrol', 'update', f'JobId={job}', 'StartTime=now'], check=True)  # SLURM holds it 2 minutes
     _until(lambda: not _queue(sweep))

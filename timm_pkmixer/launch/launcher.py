@@ -27,6 +27,7 @@ from ..experiments.launch_marker import launch_changes
 from ..experiments.run_folder import RunFileError
 from .errors import LaunchError, StateFileError
 from .executors import stopped_reason
+from .liveness import same_process
 from .lock import acquire_lock, holder_alive, read_lock, release_lock, update_lock
 from .ownership import move_aside
 from .records import launch_state_dir, read_record, read_train_args, settle_train_args
@@ -68,13 +69,29 @@ def _changes(run_dir: Path) -> List[str]:
         raise StateFileError(str(e)) from None
 
 
+def _may_be_held(record: Dict[str, Any]) -> bool:
+    """Whether a record's run may still be held by the process or job it names: queued or running, or interrupted
+    in a batch job (which SLURM may requeue; a local run interrupted has ended for good)."""
+    return record.get('state') in ('queued', 'running') or (record.get('state') == 'interrupted' and
+                                                            bool(record.get('job')))
+
+
+def _held(record: Dict[str, Any], where: str) -> Tuple[str, str]:
+    """(state, detail) of a run whose holder lives: running while the process its record names does; queued behind
+    its launcher or job; or queued again, its process gone while its job is in the queue (SLURM requeued it)."""
+    if record['state'] == 'running' and same_process(record):
+        return 'running', where
+    return 'pending', f'queued: {where}' + ('' if record['state'] == 'queued' else ' (requeued)')
+
+
 def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> RunStatus:
     """One run's state from its record, its holder (alive or not), its run folder (default: the record's, else the
     recipe's) and its launch marker, decided in this order: a finished run folder is ``finished``, or ``stale`` when
     its recipe or train.py arguments changed since it started, whatever the record says; a record queued or running
-    whose holder lives is ``pending`` (queued) or ``running``; a failed record is ``failed``; a record queued, running
-    or interrupted whose holder is gone, its run folder without an epoch, is ``cancelled`` (nothing runs it); a
-    started run folder is ``unfinished``; else ``pending`` (never started)."""
+    (or interrupted in a batch job) whose holder, process or job, lives is ``running`` or ``pending``; a failed
+    record is ``failed``; a record queued, running or interrupted whose holder is gone, its run folder without an
+    epoch, is ``cancelled`` (nothing runs it); a started run folder is ``unfinished``; else ``pending`` (never
+    started)."""
     name = Path(recipe).stem
     record = read_record(state_dir, name)
     run_dir = Path(run_dir or record.get('run_dir') or default_run_dir(recipe))
@@ -86,9 +103,8 @@ def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> 
         status.state = 'stale' if status.changed else 'finished'
         if status.changed:
             status.detail = f'changed since it ran: {", ".join(status.changed)}'
-    elif record.get('state') in ('queued', 'running') and holder_alive(record):
-        status.state = 'running' if record['state'] == 'running' else 'pending'
-        status.detail = where if record['state'] == 'running' else f'queued: {where}'
+    elif _may_be_held(record) and holder_alive(record):
+        status.state, status.detail = _held(record, where)
     elif record.get('state') == 'failed':
         status.state, status.detail = 'failed', record.get('reason') or f'exit status {record.get("returncode")}'
         status.log = log_tail(Path(state_dir) / 'logs' / f'{name}.log')

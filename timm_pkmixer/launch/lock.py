@@ -39,8 +39,11 @@ def read_lock(folder: Path) -> Dict[str, Any]:
 
 
 def holder_alive(record: Mapping[str, Any]) -> bool:
-    """Whether the process or batch job named in a lock or run record lives: the same process (not a reused PID,
-    :func:`.liveness.same_process`) and alive as its executor tells."""
+    """Whether the process or batch job named in a lock or run record lives, as its executor tells: a batch job while
+    it is in the queue (the PID beside it is the run's process in the job, which a requeue replaces), else the same
+    process (not a reused PID, :func:`.liveness.same_process`)."""
+    if record.get('job'):
+        return executors.holder_alive(record)
     return same_process(record) and executors.holder_alive(record)
 
 
