@@ -141,3 +141,27 @@ def test_cli_refuses_a_negative_batch_seed(capsys):
     err = capsys.readouterr().err
     assert code == 2 and 'Traceback' not in err
     assert 'argument --batch-seed: batch-seed must be a non-negative integer, got -1' in err
+
+
+def test_cli_cka_writes_summary_and_figures_for_unequal_feature_counts(capsys, tmp_path):
+    """A (2 features) against a 3-block SW-MLP (no diagonal) and two 2-block ones: the command ends with exit 0,
+    the summary, every heatmap and the density figure of the square pairs (it crashed drawing the first heatmap,
+    whose title read the mean diagonal)."""
+    pytest.importorskip('matplotlib')
+    _class_sorted_folder(tmp_path / 'data')
+    _run_folder(tmp_path / 'mixer', 'pk_mixer_ss8_32', MIXER, tmp_path / 'data', 0)
+    _run_folder(tmp_path / 'sw3', 'sw_mlp_o18_32', dict(SW_MLP, num_blocks=3), tmp_path / 'data', 1)
+    _run_folder(tmp_path / 'sw_dense', 'sw_mlp_o18_32', dict(SW_MLP, density=1.0), tmp_path / 'data', 2)
+    _run_folder(tmp_path / 'sw', 'sw_mlp_o18_32', SW_MLP, tmp_path / 'data', 3)
+    out = tmp_path / 'out'
+    code = main(['analyze', 'cka', str(tmp_path / 'mixer'), str(tmp_path / 'sw3'), str(tmp_path / 'sw_dense'),
+                 str(tmp_path / 'sw'), '--out-dir', str(out), '--batch-size', '64', '--num-samples', '128'])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    with open(out / 'cka_summary.csv') as f:
+        rows = list(csv.DictReader(f))
+    assert [(r['model_b'], r['rows'], r['cols'], r['mean_diagonal'] == '') for r in rows] == [
+        ('sw3', '2', '3', True), ('sw_dense', '2', '2', False), ('sw', '2', '2', False)]
+    assert all((out / f'cka_{name}.png').is_file() for name in ('sw3', 'sw_dense', 'sw'))
+    assert (out / 'cka_vs_density.png').is_file()
+    assert 'mixer vs sw3 (SW-MLP, p = 0.25): 2 × 3 features, no diagonal' in captured.out

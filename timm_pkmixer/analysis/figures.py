@@ -12,7 +12,8 @@ __all__ = ['plot_cka_matrix', 'plot_cka_vs_density', 'plot_fig4', 'plot_fig_s1',
 
 
 def plot_cka_matrix(result: CkaMatrix, path: str, label_a: str, label_b: str) -> None:
-    """Fig. 2(b)/(c): the CKA matrix, features numbered 1.. from the input (rows: model A, columns: model B)."""
+    """Fig. 2(b)/(c): the CKA matrix, features numbered 1.. from the input (rows: model A, columns: model B); its
+    title gives the mean diagonal of a square matrix only (unequal feature counts pair no features)."""
     figure = require_matplotlib()(figsize=(4.6, 3.9))
     ax = figure.add_subplot()
     im = ax.imshow(result.matrix, vmin=0, vmax=1, cmap='magma', origin='lower')
@@ -26,7 +27,9 @@ def plot_cka_matrix(result: CkaMatrix, path: str, label_a: str, label_b: str) ->
     ax.set_yticks(range(rows), [str(i + 1) for i in range(rows)])
     ax.set_xlabel(label_b)
     ax.set_ylabel(label_a)
-    ax.set_title(f'CKA, mean diagonal {result.mean_diagonal:.3f}', fontsize=9)
+    title = f'CKA, mean diagonal {result.mean_diagonal:.3f}' if result.square else \
+        f'CKA, {rows} × {cols} features (no diagonal: unequal counts)'
+    ax.set_title(title, fontsize=9)
     figure.colorbar(im, ax=ax)
     figure.tight_layout()
     figure.savefig(path, dpi=130)
