@@ -194,11 +194,14 @@ def test_sw_block_reading_c1_sets_outer_act_false_on_the_sw_mlps_only(tmp_path):
     (['--figure', 'fig6-cifar10', '--reading', 'omega=paper'],
      "--reading['omega'] must be one of ('table', 'text'), got 'paper'"),
     (['--figure', 'fig6-cifar10', '--reading', 'omega'], "--reading: 'omega' is not KEY=NAME"),
+    (['--figure', 'fig6-cifar10', '--reading', 'omega:text'],
+     "--reading: 'omega:text' is not KEY=NAME (e.g. --reading omega=text)"),  # the real syntax, not '--omega=text'
     (['--figure', 'fig6-cifar10', '--reading', 'omega=text', 'omega=table'], "--reading: 'omega' given twice"),
 ])
 def test_sweep_refuses_a_reading_that_does_not_exist(tmp_path, capsys, argv, message):
     assert pkmixer(['sweep', 'cifar10/s_mixer_fig5', '--out-dir', str(tmp_path / 'o'), *argv]) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and '--omega' not in err  # no flag that does not exist is suggested
     assert not (tmp_path / 'o').exists()
 
 

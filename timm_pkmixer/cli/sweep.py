@@ -10,15 +10,16 @@ __all__ = ['add_commands']
 
 
 def _readings(items):
-    """--reading KEY=NAME … as a dict; a malformed or repeated item is refused."""
+    """--reading KEY=NAME … as a dict; a malformed or repeated item is refused, in the command's terms (its
+    message is not translated: its example names a reading's key, which is no flag)."""
     from ..errors import InvalidArgumentError
     out = {}
     for item in items or ():
         key, sep, name = item.partition('=')
         if not sep or not key or not name:
-            raise InvalidArgumentError(f'readings: {item!r} is not KEY=NAME (e.g. omega=text)')
+            raise InvalidArgumentError(f'--reading: {item!r} is not KEY=NAME (e.g. --reading omega=text)')
         if key in out:
-            raise InvalidArgumentError(f'readings: {key!r} given twice')
+            raise InvalidArgumentError(f'--reading: {key!r} given twice')
         out[key] = name
     return out
 
@@ -28,11 +29,11 @@ def run(args: argparse.Namespace) -> int:
     from ..experiments.sweep_plan import plan_sweep
     from ..experiments.sweep_render import explain
     from ..experiments.sweep_write import SWEEP_EXPLAINED, SWEEP_RECORD, write_sweep
+    readings = _readings(args.reading)
     try:
         options = dict(experiment=args.experiment, permutations=args.permutation, seeds=args.seeds, omega=args.omega,
                        model_kwargs=args.model_kwargs, gamma=args.gamma, dims=args.dims, figure=args.figure,
-                       readings=_readings(args.reading), progress=progress, depths=args.depths,
-                       densities=args.densities)
+                       readings=readings, progress=progress, depths=args.depths, densities=args.densities)
         if args.explain:
             print(explain(plan_sweep(args.recipe, **options)), end='')
             if not args.out_dir:
