@@ -49,7 +49,7 @@ def _record(plan: SweepPlan, files: Dict[str, List[str]]) -> Dict[str, Any]:
         figure_source=plan.figure_source, seeds=plan.seeds, readings=plan.readings,
         settings=[dict(setting=s.name, value=s.value, source=s.source) for s in plan.settings],
         differs_from_paper=plan.differs,
-        points=[dict(asdict(p), files=files[p.name]) for p in plan.points])
+        points=[dict({k: v for k, v in asdict(p).items() if k != 'own'}, files=files[p.name]) for p in plan.points])
 
 
 def _wandb_keys(group: str, point: str, seed: int, project: Optional[str]) -> Dict[str, Any]:
