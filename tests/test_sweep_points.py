@@ -378,3 +378,48 @@ def test_explain_builds_each_point_with_the_recipes_num_classes_and_in_chans(tmp
                             '--permutation', 'normal', *out]) == 2
             err = capsys.readouterr().err
             assert f'point depth_L2_normal (s_mixer_s64c64_32): {key} must be' in err, err
+
+
+# ---------------------------------------------------------------------------------------------- W&B project names
+
+WANDB_NAMES = ['pk', 'timm-pkmixer fig 7', 'a' * 128, 'a' * 129, 'team/proj', 'a:b', 'a#b', 'a?b', 'a%b', 'a\\b',
+               'a\nb', '']
+
+
+@pytest.mark.parametrize('name', WANDB_NAMES, ids=range(len(WANDB_NAMES)))
+def test_wandb_project_names_follow_wandbs_own_rule(name):
+    """check_wandb_project takes exactly the names W&B's own validator takes (its artifacts' validate_project_name,
+    which wandb.init's settings agree with but for line breaks, which it lets through to the server)."""
+    from timm_pkmixer.experiments.sweep_write import check_wandb_project
+    validators = pytest.importorskip('wandb.sdk.artifacts._validators')
+    try:
+        validators.validate_project_name(name)
+        wandb_takes = True
+    except ValueError:
+        wandb_takes = False
+    try:
+        check_wandb_project(name)
+        we_take = True
+    except InvalidArgumentError:
+        we_take = False
+    assert we_take == wandb_takes
+
+
+@pytest.mark.parametrize('name,message', [
+    ('team/proj', "--wandb-project 'team/proj' holds '/' (W&B takes a project name of 1 to 128 characters without any "
+                  "of / \\\\ # ? % : \\r \\n; a team or user is W&B's entity, set by WANDB_ENTITY, not part of the "
+                  "project)"),
+    ('a:b', "--wandb-project 'a:b' holds ':'"),
+    ('x' * 129, '--wandb-project has 129 characters (W&B takes a project name of 1 to 128 characters'),
+    ('', "--wandb-project must be a non-empty string"),
+])
+@pytest.mark.parametrize('explain_only', [True, False], ids=['explain', 'write'])
+def test_sweep_refuses_a_wandb_project_wandb_would_refuse(tmp_path, capsys, name, message, explain_only):
+    out = ['--explain'] if explain_only else ['--out-dir', str(tmp_path / 'o')]
+    assert pkmixer(['sweep', 'cifar10/s_mixer_fig7', '--experiment', 'depth', '--log-wandb', '--wandb-project', name,
+                    *out]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f'pkmixer sweep: error: {message}') and captured.err.count('\n') == 1
+    assert captured.out == '' and not (tmp_path / 'o').exists()
+    with pytest.raises(InvalidArgumentError, match=r'^wandb_project '):
+        write_sweep('cifar10/s_mixer_fig7', str(tmp_path / 'lib'), log_wandb=True, wandb_project=name)

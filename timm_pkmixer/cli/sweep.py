@@ -4,7 +4,7 @@ import re
 import shlex
 from pathlib import Path
 
-from ._common import POSITIVE_INT, POSITIVE_REAL, ParseKwargs, add_command, progress
+from ._common import POSITIVE_INT, POSITIVE_REAL, ParseKwargs, add_command, in_flag_terms, progress
 
 __all__ = ['add_commands']
 
@@ -28,8 +28,13 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import InvalidArgumentError
     from ..experiments.sweep_plan import plan_sweep
     from ..experiments.sweep_render import explain
-    from ..experiments.sweep_write import SWEEP_EXPLAINED, SWEEP_RECORD, write_sweep
+    from ..experiments.sweep_write import SWEEP_EXPLAINED, SWEEP_RECORD, check_wandb_project, write_sweep
     readings = _readings(args.reading)
+    if args.wandb_project is not None:  # checked where it is given, before --explain
+        if not args.log_wandb:
+            raise InvalidArgumentError('--wandb-project names the W&B project of --log-wandb: add --log-wandb')
+        with in_flag_terms(args, 'wandb_project'):  # (not the translation below: the name is the user's text)
+            check_wandb_project(args.wandb_project)
     try:
         options = dict(experiment=args.experiment, permutations=args.permutation, seeds=args.seeds, omega=args.omega,
                        model_kwargs=args.model_kwargs, gamma=args.gamma, dims=args.dims, figure=args.figure,
@@ -40,8 +45,6 @@ def run(args: argparse.Namespace) -> int:
                 return 0
         if not args.out_dir:
             raise InvalidArgumentError('--out-dir is required (or --explain alone to print the settings)')
-        if args.wandb_project and not args.log_wandb:
-            raise InvalidArgumentError('--wandb-project names the W&B project of --log-wandb: add --log-wandb')
         paths = write_sweep(args.recipe, args.out_dir, add=args.add, log_wandb=args.log_wandb,
                             wandb_project=args.wandb_project, **options)
     except InvalidArgumentError as e:  # the library speaks in argument names; here they are flags
@@ -49,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
         for name, flag in (('add=True', '--add'), ('model_kwargs', '--model-kwargs'), ('permutations', '--permutation'),
                            ('out_dir', '--out-dir'), ('seeds', '--seeds'), ('omega', '--omega'), ('gamma', '--gamma'),
                            ('dims', '--dims'), ('figure', '--figure'), ('readings', '--reading'),
-                           ('depths', '--depths'), ('densities', '--densities')):
+                           ('depths', '--depths'), ('densities', '--densities'), ('wandb_project', '--wandb-project'),
+                           ('log_wandb', '--log-wandb')):
             message = re.sub(rf"(?<![\w'-]){re.escape(name)}(?![\w'])", flag, message)
         raise InvalidArgumentError(message) from e
     print(f'# {len(paths)} recipes in {args.out_dir}; run each with (add --data-dir … where the data lives):')
