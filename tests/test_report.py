@@ -336,3 +336,39 @@ def test_the_report_draws_each_points_mean_and_min_max_band_over_its_seeds(tmp_p
     assert len(drawn) == 2 and all(len(trials) == 2 for trials in drawn.values())
     _, mean, low, high = curve_figures.min_max_band([t['eval_top1'] for t in next(iter(drawn.values()))])
     assert list(low) == [50., 70., 80.] and list(high) == [50., 70., 90.] and list(mean) == [50., 70., 85.]
+
+
+# ---------------------------------------------------------------------------------------------- no machine path
+
+def test_a_download_cache_is_bookkeeping_and_no_file_holds_a_machine_path(tmp_path):
+    """torch/… runs made on two machines (data_dir: where the download is cached) are one configuration, and
+    epochs.csv writes no data_dir for them; ImageFolder runs keep data_dir (it is their data: another folder, another
+    configuration). No written file holds an absolute path: not report.md's listed or unreadable runs either."""
+    runs = tmp_path / 'runs'
+    for seed, cache in ((0, '/home/alice/data'), (1, '/scratch/bob/torchvision')):
+        run_folder(runs, f'cifar_seed{seed}', seed, top1=(50., 80., 90. - seed), dataset='torch/cifar10',
+                   data_dir=cache)
+    run_folder(runs, 'hub_seed0', 0, top1=(50., 80., 80.), dataset='hfds/cifar10', data_dir='/home/alice/hf',
+               model_kwargs=dict(num_blocks=3))
+    for seed, folder in ((0, '/home/alice/images_a'), (1, '/home/alice/images_b')):
+        run_folder(runs, f'folder_seed{seed}', seed, top1=(50., 80., 70.), dataset='', data_dir=folder,
+                   model_kwargs=dict(num_blocks=4))
+    (runs / 'broken').mkdir()
+    (runs / 'broken' / 'args.yaml').write_text('model: [unclosed\n')
+    report = build_report([str(runs)])
+    [cifar] = [p for p in report.points if p.point == 'cifar']
+    assert (len(cifar.runs), cifar.row()['seeds']) == (2, '0 1')  # averaged: the caches differ, the data do not
+    assert listed(report) == {
+        'folder_seed0': 'same model as another group but differs on data_dir: not averaged',
+        'folder_seed1': 'same model as another group but differs on data_dir: not averaged'}
+    assert [name for name, _ in report.unreadable] == ['broken']
+    write_report(report, str(tmp_path / 'out'), figures=False)
+    with open(tmp_path / 'out' / 'epochs.csv') as f:
+        configs = {line['run']: json.loads(line['config']) for line in csv.DictReader(f) if line['config']}
+    assert 'data_dir' not in configs['cifar_seed0'] and 'data_dir' not in configs['hub_seed0']
+    assert configs['folder_seed0']['data_dir'] == 'images_a'  # the folder's name: its data, no machine path
+    for name in ('report.csv', 'report.md', 'epochs.csv'):
+        text = (tmp_path / 'out' / name).read_text()
+        assert str(tmp_path) not in text and '/home/' not in text and '/scratch/' not in text, name
+    again = build_report([str(tmp_path / 'out' / 'epochs.csv')])
+    assert [(p.point, len(p.runs)) for p in again.points] == [(p.point, len(p.runs)) for p in report.points]
