@@ -372,3 +372,27 @@ def test_a_download_cache_is_bookkeeping_and_no_file_holds_a_machine_path(tmp_pa
         assert str(tmp_path) not in text and '/home/' not in text and '/scratch/' not in text, name
     again = build_report([str(tmp_path / 'out' / 'epochs.csv')])
     assert [(p.point, len(p.runs)) for p in again.points] == [(p.point, len(p.runs)) for p in report.points]
+
+
+# ---------------------------------------------------------------------------- a record names what was built
+
+def test_the_report_and_the_model_card_name_a_reshaped_model_by_what_was_built(tmp_path):
+    """s_mixer_s128c128_32 shrunk by model_kwargs to S = C = 64, L = 4 is not 'an s_mixer_s128c128_32': the
+    report's model column and the card say the shape built; a model of its registered shape keeps its name."""
+    from timm_pkmixer.publish.model_card import build_model_card
+    shrunk = dict(num_tokens=64, embed_dim=64, num_blocks=4)
+    run_folder(tmp_path / 'runs', 'small_seed0', 0, model='s_mixer_s128c128_32', model_kwargs=shrunk)
+    run_folder(tmp_path / 'runs', 'plain_seed0', 0, model='s_mixer_s64c64_32', model_kwargs=dict(num_blocks=8))
+    report = build_report([str(tmp_path / 'runs')], experiment='width')
+    rows = rows_by(report)
+    assert rows['small']['model'] == 's_mixer_s128c128_32 reshaped to S = 64, C = 64, L = 4'
+    assert rows['plain']['model'] == 's_mixer_s64c64_32'
+    write_report(report, str(tmp_path / 'out'), figures=False)
+    assert '| small | s_mixer_s128c128_32 reshaped to S = 64, C = 64, L = 4 | 4 | 64 | 64 |' in \
+        (tmp_path / 'out' / 'report.md').read_text()
+    card = build_model_card('s_mixer_s128c128_32', 'org/small', {**shrunk, 'num_blocks': 4}, 'apache-2.0', [])
+    assert card['details']['Architecture']['timm architecture'] == \
+        '`s_mixer_s128c128_32` reshaped to S = 64, C = 64, L = 4'
+    assert card['description'].startswith('An S-Mixer (S = 64, C = 64, L = 4) of the PK family')
+    plain = build_model_card('s_mixer_s64c64_32', 'org/plain', {}, 'apache-2.0', [])
+    assert plain['details']['Architecture']['timm architecture'] == '`s_mixer_s64c64_32`'

@@ -99,7 +99,7 @@ def _series(points, key):
     for p in points:
         row = p.row()
         label = row['permutation'] if row['permutation'] in ('normal', 'random') else 'mixed'
-        if row['model'].startswith('sw_mlp'):
+        if p.description.family == 'SW-MLP':
             label = 'SW-MLP'
         out.setdefault(label, []).append((key(row), row['top1_err_mean'], row['top1_err_sd']))
     return {k: sorted(v) for k, v in out.items()}

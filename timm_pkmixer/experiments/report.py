@@ -90,12 +90,13 @@ class Point:
     runs: List[Run]
     description: Any
     note: str = ''
+    model: str = ''  # the model built, named for people (`built_label`: the registered name and, if reshaped, S, C, L)
 
     def row(self) -> Dict[str, Any]:
         d, r0 = self.description, self.runs[0]
         errs = [r.top1_err for r in self.runs]
         return OrderedDict(
-            experiment=self.experiment, point=self.point, model=r0.model, num_blocks=d.depth,
+            experiment=self.experiment, point=self.point, model=self.model or r0.model, num_blocks=d.depth,
             num_tokens=d.num_tokens if d.num_tokens is not None else '', embed_dim=d.dim if d.dim is not None else '',
             width=d.width, permutation=d.permutation_label or '-', density=d.density, omega=d.omega,
             gamma=d.gamma, patch_size=r0.model_kwargs.get('patch_size', ''), runs=len(self.runs),
@@ -212,13 +213,14 @@ def _differs(a: Dict[str, Any], b: Dict[str, Any]) -> List[str]:
     return keys(*rest, '') + keys(a.get('model_kwargs') or {}, b.get('model_kwargs') or {}, 'model_kwargs.')
 
 
-def _describe(run: Run, cache: Dict[str, Any]) -> Any:
+def _describe(model: str, model_kwargs: Dict[str, Any], cache: Dict[str, Any]) -> Any:
+    """The summary of `model` built with `model_kwargs` (seeds aside), or the error why it cannot be built here."""
     from ..catalog import summarize
-    kwargs = {k: v for k, v in run.model_kwargs.items() if k not in SEED_MODEL_ARGS}
-    key = _dump([run.model, kwargs])
+    kwargs = {k: v for k, v in model_kwargs.items() if k not in SEED_MODEL_ARGS}
+    key = _dump([model, kwargs])
     if key not in cache:
         try:
-            cache[key] = summarize(run.model, **kwargs)
+            cache[key] = summarize(model, **kwargs)
         except (UserInputError, RuntimeError, TypeError) as e:
             cache[key] = InvalidArgumentError(f'its model cannot be built here ({" ".join(str(e).split())})')
     return cache[key]
@@ -299,7 +301,7 @@ def _list_runs_not_averaged(b: _Building) -> None:
     """Per group: every run if its model cannot be built here, else the runs a :data:`_LISTING_RULES` rule lists."""
     for i, members in enumerate(b.groups):
         b.progress(f'group {i + 1}/{len(b.groups)}: describing {members[0].model} (built on the meta device)')
-        description = _describe(members[0], b.models)
+        description = _describe(members[0].model, members[0].model_kwargs, b.models)
         if isinstance(description, Exception):
             b.report.listed += [Listed(r.name, 'no model', str(description)) for r in members]
             continue
@@ -347,8 +349,15 @@ def _name_the_experiment(b: _Building) -> None:
 
 
 def _average_the_groups(b: _Building) -> None:
-    b.report.points = sorted((Point(b.report.experiment, _label(members, feats), members, description)
-                              for members, description, feats in b.usable), key=lambda p: _natural(p.point))
+    """One point per usable group, its model named as built (a registered name reshaped by model_kwargs says so)."""
+    from ..description import built_label
+    points = []
+    for members, description, feats in b.usable:
+        name = members[0].model
+        registered = _describe(name, {}, b.models)  # the registered model's own shape
+        model = name if isinstance(registered, Exception) else built_label(name, description, registered)
+        points.append(Point(b.report.experiment, _label(members, feats), members, description, model=model))
+    b.report.points = sorted(points, key=lambda p: _natural(p.point))
 
 
 # build_report is these steps, in order
