@@ -115,6 +115,7 @@ class Listed:
     kind: str
     reason: str
     top1_err: Optional[float] = None    # at its last scheduled epoch, when the run has one and it is a measurement
+    differs_on: Tuple[str, ...] = ()    # 'differs elsewhere': the arguments its group differs on
 
     def __post_init__(self) -> None:
         if self.kind not in LISTED_KINDS or not self.reason.strip():
@@ -123,6 +124,9 @@ class Listed:
 
 
 LISTED_KINDS = ('no model', 'not a measurement', 'seed repeated', 'unfinished', 'differs elsewhere', 'stale')
+# how a figure's note counts the runs of a kind it leaves out ('2 unfinished')
+_OMITTED_AS = {'no model': 'model not built here', 'not a measurement': 'not a measurement',
+               'seed repeated': 'seed repeated', 'unfinished': 'unfinished', 'stale': 'stale'}
 
 
 @dataclass
@@ -141,6 +145,27 @@ class Report:
     @property
     def unfinished(self) -> List[Listed]:
         return [x for x in self.listed if x.kind == 'unfinished']
+
+    def omitted(self) -> str:
+        """What every figure of the report leaves out, as a note for it ('' when nothing): the runs listed in
+        report.md, counted by why ('not shown: 3 runs listed in report.md (3 differ on epochs)'), and the folders
+        it could not read."""
+        kinds: OrderedDict[str, List[Listed]] = OrderedDict()
+        for x in self.listed:
+            kinds.setdefault(x.kind, []).append(x)
+        parts = []
+        for kind, xs in kinds.items():
+            if kind == 'differs elsewhere':
+                keys = ', '.join(sorted({k for x in xs for k in x.differs_on}))
+                parts.append(f'{len(xs)} differ{"s" if len(xs) == 1 else ""} on {keys}')
+            else:
+                parts.append(f'{len(xs)} {_OMITTED_AS[kind]}')
+        said = [f'{len(self.listed)} run{"s" if len(self.listed) != 1 else ""} listed in report.md '
+                f'({"; ".join(parts)})'] if self.listed else []
+        if self.unreadable:
+            n = len(self.unreadable)
+            said.append(f'{n} unreadable folder{"s" if n != 1 else ""} named in report.md')
+        return f'not shown: {"; ".join(said)}' if said else ''
 
 
 _FEATURES = ('family', 'depth', 'num_tokens', 'dim', 'width', 'permutation', 'density', 'omega', 'gamma', 'patch',
@@ -328,7 +353,8 @@ def _list_groups_that_differ_elsewhere(b: _Building) -> None:
             diff = sorted({k for j in indices if j != i for k in _differs(identity, b.usable[j][0][0].identity())})
             conflicting.add(i)
             b.report.listed += [Listed(r.name, 'differs elsewhere', f'same model as another group but differs on '
-                                                                    f'{", ".join(diff)}: not averaged', r.top1_err)
+                                                                    f'{", ".join(diff)}: not averaged', r.top1_err,
+                                       tuple(diff))
                                 for r in b.usable[i][0]]
     b.usable = [u for i, u in enumerate(b.usable) if i not in conflicting]
 
@@ -434,11 +460,14 @@ def write_report(report: Report, out_dir: str, figures: bool = True,
     md += ['| ' + ' | '.join(shown) + ' |', '|' + '---|' * len(shown)]
     md += ['| ' + ' | '.join(_fmt(r[c]) for c in shown) + ' |' for r in rows]
     if report.listed:
-        md += ['', '## Runs listed, not averaged', '']
+        md += ['', '## Runs listed, not averaged', '',
+               'These runs are in no table and no figure: every figure says, under its panels, how many it leaves '
+               'out and why, and points here.', '']
         md += [f'- `{x.name}`: {x.reason}' + (f' (top1_err {x.top1_err:.4g})' if x.top1_err is not None else '')
                for x in report.listed]
     if report.unreadable:
-        md += ['', '## Folders that cannot be read', ''] + [f'- `{n}`: {why}' for n, why in report.unreadable]
+        md += ['', '## Folders that cannot be read', '', 'In no table and no figure (each figure counts them).', '']
+        md += [f'- `{n}`: {why}' for n, why in report.unreadable]
     if report.warnings:
         md += ['', '## Warnings', ''] + [f'- {w}' for w in report.warnings]
     (out / 'report.md').write_text('\n'.join(md) + '\n', encoding='utf-8')
