@@ -285,8 +285,12 @@ def _model_settings(rows: Sequence[Setting], points: Sequence[ExperimentPoint], 
         values = _row_values(fact, members, built)
         by = list(dict.fromkeys(what for key, what in causes if key in keys))
         paper = _numbers(s.value)
-        used = None if values is None else _numbers(', '.join(values)) if values else []
-        if not (not _same(paper, used) if paper is not None and used is not None else by):
+        used = _numbers(', '.join(values)) if values else values  # [] for no such point, None when not told
+        if paper is not None and used is not None:
+            changed = not _same(paper, used)  # numbers: compared, whatever changed them
+        else:
+            changed = bool(by)  # words: changed when something that changes this row was given
+        if not changed:
             settings.append(s)
             continue
         shown = ', '.join(values) if values else 'none: no such point' if values == [] else s.value
