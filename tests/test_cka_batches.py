@@ -141,3 +141,66 @@ def test_cli_refuses_a_negative_batch_seed(capsys):
     err = capsys.readouterr().err
     assert code == 2 and 'Traceback' not in err
     assert 'argument --batch-seed: batch-seed must be a non-negative integer, got -1' in err
+
+
+def test_cli_cka_writes_summary_and_figures_for_unequal_feature_counts(capsys, tmp_path):
+    """A (2 features) against a 3-block SW-MLP (no diagonal) and two 2-block ones: the command ends with exit 0,
+    the summary, every heatmap and the density figure of the square pairs (it crashed drawing the first heatmap,
+    whose title read the mean diagonal)."""
+    pytest.importorskip('matplotlib')
+    _class_sorted_folder(tmp_path / 'data')
+    _run_folder(tmp_path / 'mixer', 'pk_mixer_ss8_32', MIXER, tmp_path / 'data', 0)
+    _run_folder(tmp_path / 'sw3', 'sw_mlp_o18_32', dict(SW_MLP, num_blocks=3), tmp_path / 'data', 1)
+    _run_folder(tmp_path / 'sw_dense', 'sw_mlp_o18_32', dict(SW_MLP, density=1.0), tmp_path / 'data', 2)
+    _run_folder(tmp_path / 'sw', 'sw_mlp_o18_32', SW_MLP, tmp_path / 'data', 3)
+    out = tmp_path / 'out'
+    code = main(['analyze', 'cka', str(tmp_path / 'mixer'), str(tmp_path / 'sw3'), str(tmp_path / 'sw_dense'),
+                 str(tmp_path / 'sw'), '--out-dir', str(out), '--batch-size', '64', '--num-samples', '128'])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    with open(out / 'cka_summary.csv') as f:
+        rows = list(csv.DictReader(f))
+    assert [(r['model_b'], r['rows'], r['cols'], r['mean_diagonal'] == '') for r in rows] == [
+        ('sw3', '2', '3', True), ('sw_dense', '2', '2', False), ('sw', '2', '2', False)]
+    assert all((out / f'cka_{name}.png').is_file() for name in ('sw3', 'sw_dense', 'sw'))
+    assert (out / 'cka_vs_density.png').is_file()
+    assert 'mixer vs sw3 (SW-MLP, p = 0.25): 2 × 3 features, no diagonal' in captured.out
+
+
+def _kept_figures(monkeypatch):
+    from matplotlib.figure import Figure
+    made = []
+
+    class Kept(Figure):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(figures_module, 'require_matplotlib', lambda: Kept)
+    return made
+
+
+def test_the_cka_heatmap_names_each_branch_and_its_colour_bar(tmp_path, monkeypatch):
+    pytest.importorskip('matplotlib')
+    made = _kept_figures(monkeypatch)
+    result = CkaMatrix(np.array([[0.9, 0.1, 0.3], [0.2, 0.7, 0.5]]), ['blocks.0.mlp_tokens', 'blocks.0.mlp_channels'],
+                       ['blocks.0', 'blocks.1', 'blocks.2'], examples=8, batches=2)
+    figures_module.plot_cka_matrix(result, str(tmp_path / 'cka.png'), 'mixer', 'sw')
+    heatmap, bar = made[0].axes
+    assert [t.get_text() for t in heatmap.get_yticklabels()] == ['b0 token', 'b0 channel']
+    assert [t.get_text() for t in heatmap.get_xticklabels()] == ['b0', 'b1', 'b2']
+    assert (heatmap.get_xlabel(), heatmap.get_ylabel()) == ('sw: mixing branch (block, branch)',
+                                                            'mixer: mixing branch (block, branch)')
+    assert bar.get_ylabel() == 'linear CKA (mini-batch)'
+    assert (tmp_path / 'cka.png').is_file()
+
+
+def test_the_spectra_plot_labels_its_layer_axis(tmp_path, monkeypatch):
+    pytest.importorskip('matplotlib')
+    made = _kept_figures(monkeypatch)
+    table = [dict(layer=f'blocks.0.mlp_{b}.fc1', sv_max=2.0, sv_max_init=1.5, edge_init=1.6)
+             for b in ('tokens', 'channels')]
+    figures_module.plot_layer_spectra(table, str(tmp_path / 's.png'), 'run')
+    ax = made[0].axes[0]
+    assert ax.get_xlabel() == 'mixing FC (block.branch.layer), from the input'
+    assert [t.get_text() for t in ax.get_xticklabels()] == ['0.tokens.fc1', '0.channels.fc1']

@@ -378,3 +378,57 @@ def test_sweep_command_writes_recipes_and_prints_commands(tmp_path, capsys):
     assert cli_main(['sweep', str(ROOT / 'train_recipes' / 'cifar10' / 's_mixer_fig5.yaml'), '--out-dir',
                      str(tmp_path), '--omega', '12345']) == 2
     assert 'the paper lists (C, S) pairs for Ω in [262144, 2097152, 134217728], not 12345' in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------- errors' words
+
+# flags a library error may name: another program's, in a sentence that says which program takes it
+_OTHER_PROGRAMS_FLAGS = {('experiments/fashion_mnist.py', '--reinstall'),      # apt-get install --reinstall
+                         ('experiments/run_folder.py', '--model-kwargs')}      # train.py's, which wrote the file
+
+
+def test_library_errors_of_experiments_and_analysis_name_arguments_not_flags():
+    """A raise under experiments/ or analysis/ names the library's argument (`source`), never a command's flag
+    (`--source`): the command translates (cli._common.in_flag_terms)."""
+    import ast
+    import re
+    package = ROOT / 'timm_pkmixer'
+    worded_as_flags = []
+    for path in sorted([*(package / 'experiments').rglob('*.py'), *(package / 'analysis').rglob('*.py')]):
+        text = path.read_text(encoding='utf-8')
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                for flag in re.findall(r'(?<![\w-])--[a-z][\w-]*', ast.get_source_segment(text, node)):
+                    if (path.relative_to(package).as_posix(), flag) not in _OTHER_PROGRAMS_FLAGS:
+                        worded_as_flags.append(f'{path.relative_to(package)}:{node.lineno}: {flag}')
+    assert worded_as_flags == []
+
+
+def test_prepare_fashion_mnist_names_its_source_argument_and_the_command_its_flag(tmp_path, capsys):
+    from timm_pkmixer.experiments.fashion_mnist import FashionMnistError, prepare_fashion_mnist
+    with pytest.raises(FashionMnistError, match=r'^source \S*nope: no such folder$'):
+        prepare_fashion_mnist(str(tmp_path / 'd'), source=str(tmp_path / 'nope'))
+    assert pkmixer(['prepare-fashion-mnist', str(tmp_path / 'd'), '--source', str(tmp_path / 'nope')]) == 2
+    err = capsys.readouterr().err
+    assert err == f'pkmixer prepare-fashion-mnist: error: --source {tmp_path / "nope"}: no such folder\n'
+
+
+def test_prepare_fashion_mnist_without_a_network_says_source_in_each_ones_terms(tmp_path, capsys, monkeypatch):
+    import torchvision.datasets
+
+    from timm_pkmixer.experiments import fashion_mnist
+    from timm_pkmixer.experiments.fashion_mnist import FashionMnistError, prepare_fashion_mnist
+
+    class Offline:
+        mirrors = ['https://example.invalid/']
+
+        def __init__(self, *args, **kwargs):
+            raise OSError('no network')
+    monkeypatch.setattr(torchvision.datasets, 'FashionMNIST', Offline)
+    monkeypatch.setattr(fashion_mnist, 'DEBIAN_DIR', tmp_path / 'no_debian_copy')
+    with pytest.raises(FashionMnistError, match=r'give that folder as `source`$'):
+        prepare_fashion_mnist(str(tmp_path / 'd'))
+    assert pkmixer(['prepare-fashion-mnist', str(tmp_path / 'd')]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('pkmixer prepare-fashion-mnist: error: could not download Fashion-MNIST')
+    assert err.endswith('give that folder with --source\n')

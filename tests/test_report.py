@@ -336,3 +336,139 @@ def test_the_report_draws_each_points_mean_and_min_max_band_over_its_seeds(tmp_p
     assert len(drawn) == 2 and all(len(trials) == 2 for trials in drawn.values())
     _, mean, low, high = curve_figures.min_max_band([t['eval_top1'] for t in next(iter(drawn.values()))])
     assert list(low) == [50., 70., 80.] and list(high) == [50., 70., 90.] and list(mean) == [50., 70., 85.]
+
+
+# ---------------------------------------------------------------------------------------------- no machine path
+
+def test_a_download_cache_is_bookkeeping_and_no_file_holds_a_machine_path(tmp_path):
+    """torch/… runs made on two machines (data_dir: where the download is cached) are one configuration, and
+    epochs.csv writes no data_dir for them; ImageFolder runs keep data_dir (it is their data: another folder, another
+    configuration). No written file holds an absolute path: not report.md's listed or unreadable runs either."""
+    runs = tmp_path / 'runs'
+    for seed, cache in ((0, '/home/alice/data'), (1, '/scratch/bob/torchvision')):
+        run_folder(runs, f'cifar_seed{seed}', seed, top1=(50., 80., 90. - seed), dataset='torch/cifar10',
+                   data_dir=cache)
+    run_folder(runs, 'hub_seed0', 0, top1=(50., 80., 80.), dataset='hfds/cifar10', data_dir='/home/alice/hf',
+               model_kwargs=dict(num_blocks=3))
+    for seed, folder in ((0, '/home/alice/images_a'), (1, '/home/alice/images_b')):
+        run_folder(runs, f'folder_seed{seed}', seed, top1=(50., 80., 70.), dataset='', data_dir=folder,
+                   model_kwargs=dict(num_blocks=4))
+    (runs / 'broken').mkdir()
+    (runs / 'broken' / 'args.yaml').write_text('model: [unclosed\n')
+    report = build_report([str(runs)])
+    [cifar] = [p for p in report.points if p.point == 'cifar']
+    assert (len(cifar.runs), cifar.row()['seeds']) == (2, '0 1')  # averaged: the caches differ, the data do not
+    assert listed(report) == {
+        'folder_seed0': 'same model as another group but differs on data_dir: not averaged',
+        'folder_seed1': 'same model as another group but differs on data_dir: not averaged'}
+    assert [name for name, _ in report.unreadable] == ['broken']
+    write_report(report, str(tmp_path / 'out'), figures=False)
+    with open(tmp_path / 'out' / 'epochs.csv') as f:
+        configs = {line['run']: json.loads(line['config']) for line in csv.DictReader(f) if line['config']}
+    assert 'data_dir' not in configs['cifar_seed0'] and 'data_dir' not in configs['hub_seed0']
+    assert configs['folder_seed0']['data_dir'] == 'images_a'  # the folder's name: its data, no machine path
+    for name in ('report.csv', 'report.md', 'epochs.csv'):
+        text = (tmp_path / 'out' / name).read_text()
+        assert str(tmp_path) not in text and '/home/' not in text and '/scratch/' not in text, name
+    again = build_report([str(tmp_path / 'out' / 'epochs.csv')])
+    assert [(p.point, len(p.runs)) for p in again.points] == [(p.point, len(p.runs)) for p in report.points]
+
+
+# ---------------------------------------------------------------------------- a record names what was built
+
+def test_the_report_and_the_model_card_name_a_reshaped_model_by_what_was_built(tmp_path):
+    """s_mixer_s128c128_32 shrunk by model_kwargs to S = C = 64, L = 4 is not 'an s_mixer_s128c128_32': the
+    report's model column and the card say the shape built; a model of its registered shape keeps its name."""
+    from timm_pkmixer.publish.model_card import build_model_card
+    shrunk = dict(num_tokens=64, embed_dim=64, num_blocks=4)
+    run_folder(tmp_path / 'runs', 'small_seed0', 0, model='s_mixer_s128c128_32', model_kwargs=shrunk)
+    run_folder(tmp_path / 'runs', 'plain_seed0', 0, model='s_mixer_s64c64_32', model_kwargs=dict(num_blocks=8))
+    report = build_report([str(tmp_path / 'runs')], experiment='width')
+    rows = rows_by(report)
+    assert rows['small']['model'] == 's_mixer_s128c128_32 reshaped to S = 64, C = 64, L = 4'
+    assert rows['plain']['model'] == 's_mixer_s64c64_32'
+    write_report(report, str(tmp_path / 'out'), figures=False)
+    assert '| small | s_mixer_s128c128_32 reshaped to S = 64, C = 64, L = 4 | 4 | 64 | 64 |' in \
+        (tmp_path / 'out' / 'report.md').read_text()
+    card = build_model_card('s_mixer_s128c128_32', 'org/small', {**shrunk, 'num_blocks': 4}, 'apache-2.0', [])
+    assert card['details']['Architecture']['timm architecture'] == \
+        '`s_mixer_s128c128_32` reshaped to S = 64, C = 64, L = 4'
+    assert card['description'].startswith('An S-Mixer (S = 64, C = 64, L = 4) of the PK family')
+    plain = build_model_card('s_mixer_s64c64_32', 'org/plain', {}, 'apache-2.0', [])
+    assert plain['details']['Architecture']['timm architecture'] == '`s_mixer_s64c64_32`'
+
+
+# ------------------------------------------------------------------------------------------ figures a reader can read
+
+@pytest.fixture
+def figures_drawn(monkeypatch):
+    """Every matplotlib Figure the report's figure functions make, kept for inspection (they are saved too)."""
+    pytest.importorskip('matplotlib')
+    from matplotlib.figure import Figure
+
+    import timm_pkmixer.experiments.curve_figures as curve_figures
+    import timm_pkmixer.experiments.figures as figures
+    made = []
+
+    class Kept(Figure):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(figures, 'require_matplotlib', lambda: Kept)
+    monkeypatch.setattr(curve_figures, 'require_matplotlib', lambda: Kept)
+    return made
+
+
+def _texts(fig):
+    return [t.get_text() for t in fig.texts]
+
+
+def test_every_figure_names_the_runs_it_leaves_out_and_report_md_says_where(tmp_path, figures_drawn):
+    """The normal arm averaged, the RP runs of two epoch counts listed: no figure may look as if RP were not run."""
+    runs = tmp_path / 'runs'
+    for seed in (0, 1):
+        run_folder(runs, f'normal_seed{seed}', seed, model_kwargs=dict(permutation='normal'))
+    run_folder(runs, 'rp_seed0', 0, model_kwargs=dict(permutation='random', perm_seed=0))
+    run_folder(runs, 'rp_long_seed1', 1, top1=(50., 80., 90., 91.), epochs=4,
+               model_kwargs=dict(permutation='random', perm_seed=1))
+    report = build_report([str(runs)])
+    assert [p.point for p in report.points] == ['normal']
+    assert report.omitted() == 'not shown: 2 runs listed in report.md (2 differ on epochs)'
+    files, _ = write_report(report, str(tmp_path / 'out'))
+    assert len(files) == 5 and len(figures_drawn) == 2  # the tables; eval-loss curves and bands (a comparison)
+    for fig in figures_drawn:
+        assert any(t.endswith('\nnot shown: 2 runs listed in report.md (2 differ on epochs)') for t in _texts(fig))
+    md = (tmp_path / 'out' / 'report.md').read_text()
+    assert '## Runs listed, not averaged\n\nThese runs are in no table and no figure: every figure says, under its ' \
+           'panels, how many it leaves out and why, and points here.\n\n- `rp_long_seed1`: same model' in md
+
+
+def test_every_error_plot_states_its_data_and_seeds_and_epochs_are_whole(tmp_path, figures_drawn):
+    for depth, seeds in ((2, (0, 1, 2)), (4, (0, 1))):
+        for seed in seeds:
+            run_folder(tmp_path / 'runs', f'd{depth}_seed{seed}', seed, model_kwargs=dict(num_blocks=depth),
+                       dataset='torch/fashion_mnist', data_dir=f'/cache/{seed}')
+    run_folder(tmp_path / 'folder', 'd8_seed0', 0, model_kwargs=dict(num_blocks=8), dataset='',
+               data_dir='/home/x/my_images/')
+    report = build_report([str(tmp_path / 'runs'), str(tmp_path / 'folder')])
+    assert report.experiment == 'depth' and report.omitted() == ''
+    write_report(report, str(tmp_path / 'out'))
+    assert len(figures_drawn) == 3  # depth.png, eval_loss_depth.png, curves_depth.png
+    caption = 'data: torch/fashion_mnist, my_images; seeds per point: 1–3'
+    assert [_texts(fig)[-1] for fig in figures_drawn] == [f'{caption} (error bars: sd over seeds)',
+                                                          f'{caption} (curves: their mean)', caption]
+    for fig in figures_drawn:
+        for ax in fig.axes:
+            if ax.get_xlabel() == 'epoch':
+                assert [float(t).is_integer() for t in ax.get_xticks()] == [True] * len(ax.get_xticks())
+    assert sum(ax.get_xlabel() == 'epoch' for fig in figures_drawn for ax in fig.axes) == 4  # loss + 3 bands
+
+
+def test_plot_run_names_its_data_and_runs_per_curve(tmp_path, figures_drawn):
+    from timm_pkmixer.experiments.figures import plot_runs
+    paths = [str(run_folder(tmp_path, f'a_seed{s}', s, dataset='torch/cifar10') / 'summary.csv') for s in (0, 1)]
+    paths.append(str(run_folder(tmp_path, 'b', 0, data_dir='/data/flowers') / 'summary.csv'))
+    plot_runs(paths, str(tmp_path / 'r.png'))
+    [fig] = figures_drawn
+    assert _texts(fig) == ['data: torch/cifar10, flowers; runs (seeds) per curve: 1–2; bands: min–max over them']

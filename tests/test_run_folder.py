@@ -235,7 +235,8 @@ def test_report_csv_keeps_every_digit_and_report_md_rounds(tmp_path):
     assert float(row['top1_err_sd']) == report.rows()[0]['top1_err_sd']
     assert float(row['density']) == report.points[0].description.density
     md = (tmp_path / 'out' / 'report.md').read_text()
-    assert '| p | s_mixer_s64c64_32 | 2 | 64 | 64 | 4096 | normal | 3 | 21.07 | 5.774e-05 |' in md
+    assert '| p | s_mixer_s64c64_32 reshaped to S = 64, C = 64, L = 2 | 2 | 64 | 64 | 4096 | normal | 3 | 21.07 | ' \
+           '5.774e-05 |' in md  # num_blocks=2 reshapes the registered L = 8 model: the name says what was built
 
 
 # -------------------------------------------------------------------------- plot run on a file that is not a summary

@@ -2,6 +2,7 @@
 the recipe's model and model_kwargs, on the meta device): A.2.4's skip layer, Fig. 4 (left)'s paired SW-MLPs,
 Fig. S.2's Ω, Figs. S.1, S.7, S.8; the disagreements of the paper's text with its tables, each one option away; and
 `--explain` refusing exactly what writing refuses, for every packaged recipe and experiment."""
+import json
 import math
 
 import pytest
@@ -194,11 +195,14 @@ def test_sw_block_reading_c1_sets_outer_act_false_on_the_sw_mlps_only(tmp_path):
     (['--figure', 'fig6-cifar10', '--reading', 'omega=paper'],
      "--reading['omega'] must be one of ('table', 'text'), got 'paper'"),
     (['--figure', 'fig6-cifar10', '--reading', 'omega'], "--reading: 'omega' is not KEY=NAME"),
+    (['--figure', 'fig6-cifar10', '--reading', 'omega:text'],
+     "--reading: 'omega:text' is not KEY=NAME (e.g. --reading omega=text)"),  # the real syntax, not '--omega=text'
     (['--figure', 'fig6-cifar10', '--reading', 'omega=text', 'omega=table'], "--reading: 'omega' given twice"),
 ])
 def test_sweep_refuses_a_reading_that_does_not_exist(tmp_path, capsys, argv, message):
     assert pkmixer(['sweep', 'cifar10/s_mixer_fig5', '--out-dir', str(tmp_path / 'o'), *argv]) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and '--omega' not in err  # no flag that does not exist is suggested
     assert not (tmp_path / 'o').exists()
 
 
@@ -281,3 +285,141 @@ def test_depths_densities_and_dims_choose_the_points():
 def test_point_options_that_do_not_apply_are_refused_by_name(recipe, options, message):
     with pytest.raises(InvalidArgumentError, match=message):
         plan_sweep(recipe, **options)
+
+
+# ------------------------------------------------------------------------------ a record names what is built
+
+def _setting(plan, name):
+    return next(s for s in plan.settings if s.name == name)
+
+
+def test_explain_names_the_model_a_shrunk_sweep_builds():
+    """Fig. 7's row 'S = C | 128' becomes the value built when the model arguments shrink it, and says by what; a
+    given option (depths) replaces its row too; rows nothing changed stay the paper's."""
+    paper = plan_sweep('cifar10/s_mixer_fig7', experiment='depth', seeds=[0], permutations=['normal'], depths=[4])
+    assert (_setting(paper, 'S = C').value, _setting(paper, 'S = C').source) == (128, 'C.6')
+    shrunk = plan_sweep('cifar10/s_mixer_fig7', experiment='depth', seeds=[0], permutations=['normal'], depths=[4],
+                        model_kwargs=dict(num_tokens=64, embed_dim=64))
+    row = _setting(shrunk, 'S = C')
+    assert row.value == '64'
+    assert row.source == ('CHANGED by given model_kwargs num_tokens=64, given model_kwargs embed_dim=64, in place of '
+                          '128 (C.6)')
+    assert (_setting(shrunk, 'L').value, _setting(shrunk, 'L').source) == ('4', 'CHANGED by given depths, in place of '
+                                                                               '4, 8, 12, 16, 20 (C.6)')
+    assert (_setting(shrunk, 'P').value, _setting(shrunk, 'P').source) == (4, 'C.4')
+    text = explain(shrunk)
+    assert '| S = C | 64 | CHANGED by given model_kwargs num_tokens=64' in text and '| S = C | 128 |' not in text
+
+
+def test_a_base_recipe_of_another_size_is_named_as_built(tmp_path):
+    recipe = tmp_path / 'small.yaml'
+    recipe.write_text('# figure: fig7\n' + yaml.safe_dump(dict(model='s_mixer_s128c128_32', num_classes=10,
+                                                                model_kwargs=dict(num_tokens=32, embed_dim=32))))
+    plan = plan_sweep(str(recipe), experiment='depth', seeds=[0], permutations=['normal'], depths=[2])
+    assert (_setting(plan, 'S = C').value, _setting(plan, 'S = C').source) == (
+        '32', "CHANGED by the base recipe's model, in place of 128 (C.6)")
+
+
+def test_sweep_md_and_json_state_what_a_reading_changed(tmp_path):
+    """Fig. 6 (CIFAR-10) read as its text: Ω = 2^18 and C.4's pairs at it, and C.5's training, each row saying which
+    reading set it and what it replaces, in SWEEP.md and sweep.json alike."""
+    write_sweep('cifar10/s_mixer_fig6', str(tmp_path / 's'), seeds=(0,), permutations=('normal',),
+                readings={'omega': 'text', 'training': 'text'})
+    rows = {r['setting']: r for r in json.loads((tmp_path / 's' / 'sweep.json').read_text())['sweeps'][0]['settings']}
+    assert (rows['Ω']['value'], rows['Ω']['source']) == (
+        '262144', 'CHANGED by reading omega=text, in place of 2097152 (Table S.2)')
+    assert rows['(C, S) pairs']['value'] == ', '.join(f'({c}, {s})' for c, s in CIFAR_SWEEP_PAIRS[2 ** 18])
+    assert rows['(C, S) pairs']['source'].startswith('CHANGED by reading omega=text, in place of CIFAR_SWEEP_PAIRS')
+    assert (rows['opt']['value'], rows['opt']['source']) == (
+        'nesterov', "reading training=text: C.5 text: C.4's Nesterov SGD; replaces 'adamw' (Table S.2)")
+    assert rows['epochs']['source'] == 'reading training=text: C.5 text; replaces 2000 (Table S.2)'
+    md = (tmp_path / 's' / 'SWEEP.md').read_text()
+    assert '| Ω | 262144 | CHANGED by reading omega=text, in place of 2097152 (Table S.2) |' in md
+    assert '| lr | 0.1 | reading training=text: C.5 text; replaces 0.02 (Table S.2) |' in md
+
+
+def test_a_reading_or_option_that_moves_points_rewrites_their_rows():
+    s6 = plan_sweep('cifar10/s_mixer_fig5', figure='figS6', seeds=[0], permutations=['normal'],
+                    readings={'c114': 'pairs'})
+    assert (_setting(s6, 'C').value, _setting(s6, 'C').source) == (
+        '16, 32, 64, 113, 173', 'CHANGED by reading c114=pairs, in place of 16, 32, 64, 114, 173 (Fig. S.6 caption)')
+    fig5 = plan_sweep('cifar10/s_mixer_fig5', seeds=[0], permutations=['normal'], omega=2 ** 21)
+    assert (_setting(fig5, 'Ω').value, _setting(fig5, 'SW-MLP Ω').value) == ('2097152', 'none: no such point')
+    assert _setting(fig5, 'SW-MLP Ω').source.startswith('CHANGED by given omega, in place of 262144')
+
+
+@pytest.mark.parametrize('argv,message', [
+    (['cifar10/s_mixer_fig7', '--experiment', 'depth', '--model-kwargs', 'num_blocks=0'],
+     "--model-kwargs num_blocks=0: no point of this depth sweep is built with it (each point sets its own "
+     "num_blocks)"),
+    (['cifar10/s_mixer_fig7', '--experiment', 'depth', '--model-kwargs', 'num_blocks=8'],
+     "--model-kwargs num_blocks=8: no point of this depth sweep is built with it"),  # L = 8 is a point: still unused
+    (['cifar10/s_mixer_fig5', '--figure', 'figS1', '--model-kwargs', 'num_blocks=2'],
+     "--model-kwargs num_blocks=2: no point of this width sweep is built with it"),  # SW-MLPs only
+])
+@pytest.mark.parametrize('explain_only', [True, False], ids=['explain', 'write'])
+def test_explain_and_write_refuse_a_model_argument_no_point_is_built_with(tmp_path, capsys, argv, message,
+                                                                          explain_only):
+    out = ['--explain'] if explain_only else ['--out-dir', str(tmp_path / 'o')]
+    assert pkmixer(['sweep', *argv, '--seeds', '0', *out]) == 2
+    captured = capsys.readouterr()
+    assert f'pkmixer sweep: error: {message}' in captured.err and captured.out == ''
+    assert not (tmp_path / 'o').exists()
+
+
+def test_explain_builds_each_point_with_the_recipes_num_classes_and_in_chans(tmp_path, capsys):
+    """train.py builds the model with the recipe's num_classes and in_chans: a point that cannot be built so is
+    refused by --explain as by writing."""
+    for key, value in (('num_classes', -1), ('in_chans', 0)):
+        recipe = tmp_path / f'{key}.yaml'
+        recipe.write_text('# figure: fig7\n' + yaml.safe_dump({'model': 's_mixer_s64c64_32', key: value}))
+        for out in (['--explain'], ['--out-dir', str(tmp_path / key)]):
+            assert pkmixer(['sweep', str(recipe), '--experiment', 'depth', '--depths', '2', '--seeds', '0',
+                            '--permutation', 'normal', *out]) == 2
+            err = capsys.readouterr().err
+            assert f'point depth_L2_normal (s_mixer_s64c64_32): {key} must be' in err, err
+
+
+# ---------------------------------------------------------------------------------------------- W&B project names
+
+WANDB_NAMES = ['pk', 'timm-pkmixer fig 7', 'a' * 128, 'a' * 129, 'team/proj', 'a:b', 'a#b', 'a?b', 'a%b', 'a\\b',
+               'a\nb', '']
+
+
+@pytest.mark.parametrize('name', WANDB_NAMES, ids=range(len(WANDB_NAMES)))
+def test_wandb_project_names_follow_wandbs_own_rule(name):
+    """check_wandb_project takes exactly the names W&B's own validator takes (its artifacts' validate_project_name,
+    which wandb.init's settings agree with but for line breaks, which it lets through to the server)."""
+    from timm_pkmixer.experiments.sweep_write import check_wandb_project
+    validators = pytest.importorskip('wandb.sdk.artifacts._validators')
+    try:
+        validators.validate_project_name(name)
+        wandb_takes = True
+    except ValueError:
+        wandb_takes = False
+    try:
+        check_wandb_project(name)
+        we_take = True
+    except InvalidArgumentError:
+        we_take = False
+    assert we_take == wandb_takes
+
+
+@pytest.mark.parametrize('name,message', [
+    ('team/proj', "--wandb-project 'team/proj' holds '/' (W&B takes a project name of 1 to 128 characters without any "
+                  "of / \\\\ # ? % : \\r \\n; a team or user is W&B's entity, set by WANDB_ENTITY, not part of the "
+                  "project)"),
+    ('a:b', "--wandb-project 'a:b' holds ':'"),
+    ('x' * 129, '--wandb-project has 129 characters (W&B takes a project name of 1 to 128 characters'),
+    ('', "--wandb-project must be a non-empty string"),
+])
+@pytest.mark.parametrize('explain_only', [True, False], ids=['explain', 'write'])
+def test_sweep_refuses_a_wandb_project_wandb_would_refuse(tmp_path, capsys, name, message, explain_only):
+    out = ['--explain'] if explain_only else ['--out-dir', str(tmp_path / 'o')]
+    assert pkmixer(['sweep', 'cifar10/s_mixer_fig7', '--experiment', 'depth', '--log-wandb', '--wandb-project', name,
+                    *out]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f'pkmixer sweep: error: {message}') and captured.err.count('\n') == 1
+    assert captured.out == '' and not (tmp_path / 'o').exists()
+    with pytest.raises(InvalidArgumentError, match=r'^wandb_project '):
+        write_sweep('cifar10/s_mixer_fig7', str(tmp_path / 'lib'), log_wandb=True, wandb_project=name)

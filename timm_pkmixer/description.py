@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional, Protocol, Sequence, Tuple, runtime_check
 
 from .width import optimal_width
 
-__all__ = ['ModelDescription', 'Describable', 'describe_mixer', 'describe_sw_mlp', 'describe_shallow',
+__all__ = ['ModelDescription', 'Describable', 'describe_mixer', 'describe_sw_mlp', 'describe_shallow', 'built_label',
            'permutation_label']
 
 _FAMILY_BY_BLOCK = {'mlp': 'MLP-Mixer', 'fc': 'S-Mixer'}
@@ -67,6 +67,16 @@ class ModelDescription:
         return f'{self.gamma_tokens:.3g}/{self.gamma_channels:.3g}'
 
     @property
+    def geometry(self) -> str:
+        """The shape in the paper's terms, for a reader: 'S = 64, C = 64, L = 4' (a Mixer or shallow MLP; γ added
+        for MLP blocks), 'm = 724, p = 0.5, L = 8' (the SW-MLP; γ added for MLP blocks)."""
+        if self.num_tokens is not None:
+            shape = f'S = {self.num_tokens}, C = {self.dim}, L = {self.depth}'
+            return shape + (f', γ = {self.gamma_label}' if self.block_type == 'mlp' else '')
+        shape = f'm = {self.width}, p = {self.density:.4g}, L = {self.depth}'
+        return shape + (f', γ = {self.gamma:.3g}' if self.hidden is not None else '')
+
+    @property
     def permutation_label(self) -> str:
         """'normal', 'random', or the per-block pattern ('RNNN'); '' for the SW-MLP."""
         return permutation_label(self.permutation) if self.permutation else ''
@@ -104,6 +114,13 @@ class ModelDescription:
     def as_dict(self) -> Dict[str, Any]:
         return dict(asdict(self), permutation=self.permutation_label, gamma_tokens=self.gamma_tokens,
                     gamma_channels=self.gamma_channels, width_fraction=self.width_fraction)
+
+
+def built_label(name: str, built: ModelDescription, registered: ModelDescription) -> str:
+    """How to name a model built from the registered `name` (whose own model `registered` describes) with other
+    arguments: the name when its shape is the registered one, else the name and the shape built
+    ('s_mixer_s128c128_32 reshaped to S = 64, C = 64, L = 4'): a registered name alone would misname it."""
+    return name if built.geometry == registered.geometry else f'{name} reshaped to {built.geometry}'
 
 
 @runtime_checkable

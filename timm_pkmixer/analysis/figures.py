@@ -1,5 +1,6 @@
 """Figures of the analyses (matplotlib, the optional `plot` extra): Fig. 2(a)-(c), Fig. 4 (right), Fig. S.1 and the
 spectra of trained models. Each function draws one PNG from computed data and returns nothing."""
+import re
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -8,11 +9,22 @@ from ..errors import InvalidArgumentError
 from ._matplotlib import require_matplotlib
 from .compare import CkaMatrix
 
-__all__ = ['plot_cka_matrix', 'plot_cka_vs_density', 'plot_fig4', 'plot_fig_s1', 'plot_layer_spectra']
+__all__ = ['branch_label', 'plot_cka_matrix', 'plot_cka_vs_density', 'plot_fig4', 'plot_fig_s1', 'plot_layer_spectra']
+
+
+def branch_label(name: str) -> str:
+    """A mixing branch for a tick: which block and which branch ('blocks.0.mlp_tokens' → 'b0 token',
+    'blocks.0.mlp_channels' → 'b0 channel', an SW-MLP's 'blocks.3' → 'b3'); another name is kept."""
+    m = re.fullmatch(r'blocks\.(\d+)(?:\.mlp_(token|channel)s)?', name)
+    if m is None:
+        return name
+    return f'b{m.group(1)}' + (f' {m.group(2)}' if m.group(2) else '')
 
 
 def plot_cka_matrix(result: CkaMatrix, path: str, label_a: str, label_b: str) -> None:
-    """Fig. 2(b)/(c): the CKA matrix, features numbered 1.. from the input (rows: model A, columns: model B)."""
+    """Fig. 2(b)/(c): the CKA matrix, one feature per mixing branch from the input, each tick naming its block and
+    branch ('b0 token', 'b0 channel'; an SW-MLP's 'b3') (rows: model A, columns: model B); its title gives the mean
+    diagonal of a square matrix only (unequal feature counts pair no features)."""
     figure = require_matplotlib()(figsize=(4.6, 3.9))
     ax = figure.add_subplot()
     im = ax.imshow(result.matrix, vmin=0, vmax=1, cmap='magma', origin='lower')
@@ -22,12 +34,14 @@ def plot_cka_matrix(result: CkaMatrix, path: str, label_a: str, label_b: str) ->
             value = result.matrix[i, j]
             ax.text(j, i, f'{value:.2f}', ha='center', va='center', fontsize=7,
                     color='black' if value > 0.6 else 'white')
-    ax.set_xticks(range(cols), [str(j + 1) for j in range(cols)])
-    ax.set_yticks(range(rows), [str(i + 1) for i in range(rows)])
-    ax.set_xlabel(label_b)
-    ax.set_ylabel(label_a)
-    ax.set_title(f'CKA, mean diagonal {result.mean_diagonal:.3f}', fontsize=9)
-    figure.colorbar(im, ax=ax)
+    ax.set_xticks(range(cols), [branch_label(n) for n in result.names_b], rotation=45, ha='right', fontsize=7)
+    ax.set_yticks(range(rows), [branch_label(n) for n in result.names_a], fontsize=7)
+    ax.set_xlabel(f'{label_b}: mixing branch (block, branch)')
+    ax.set_ylabel(f'{label_a}: mixing branch (block, branch)')
+    title = f'CKA, mean diagonal {result.mean_diagonal:.3f}' if result.square else \
+        f'CKA, {rows} × {cols} features (no diagonal: unequal counts)'
+    ax.set_title(title, fontsize=9)
+    figure.colorbar(im, ax=ax, label='linear CKA (mini-batch)')
     figure.tight_layout()
     figure.savefig(path, dpi=130)
 
@@ -108,6 +122,7 @@ def plot_layer_spectra(table: List[Dict[str, float]], path: str, title: str) -> 
     ax.plot(x, [r['edge_init'] for r in table], '_', ms=14, mew=2, color='tab:red', label='edge of the init')
     ax.set_xticks(x, [r['layer'].replace('blocks.', '').replace('mlp_', '') for r in table], rotation=60,
                   ha='right', fontsize=7)
+    ax.set_xlabel('mixing FC (block.branch.layer), from the input')
     ax.set_ylabel('largest singular value')
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)

@@ -115,6 +115,7 @@ def run_cka(args: argparse.Namespace) -> int:
                             rows=len(result.names_a), cols=len(result.names_b),
                             examples=result.examples, batches=result.batches, batch_size=args.batch_size,
                             batch_seed=args.batch_seed))
+        _write_csv(out / 'cka_summary.csv', summary)  # after each B: a later B that fails loses nothing before it
         said = f'mean diagonal CKA {diagonal:.4f}' if result.square else (
             f'{len(result.names_a)} × {len(result.names_b)} features, no diagonal; mean CKA {result.matrix.mean():.4f}')
         print(f'{label_a} vs {label_b} ({desc_b.family}, p = {desc_b.density:.4g}): {said} over {result.examples} '
@@ -122,7 +123,6 @@ def run_cka(args: argparse.Namespace) -> int:
         if not args.no_figures:
             from ..analysis.figures import plot_cka_matrix
             plot_cka_matrix(result, str(out / f'cka_{_safe(label_b)}.png'), label_a, label_b)
-    _write_csv(out / 'cka_summary.csv', summary)
     square = [r for r in summary if r['mean_diagonal'] != '']
     if len(square) > 1 and not args.no_figures:
         from ..analysis.figures import plot_cka_vs_density

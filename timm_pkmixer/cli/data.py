@@ -3,7 +3,7 @@ the layout timm's ``torch/fashion_mnist`` reads)."""
 import argparse
 from pathlib import Path
 
-from ._common import add_command, progress
+from ._common import add_command, in_flag_terms, progress
 
 __all__ = ['add_commands']
 
@@ -17,8 +17,12 @@ def run_stl10(args: argparse.Namespace) -> int:
 
 
 def run_fashion_mnist(args: argparse.Namespace) -> int:
-    from ..experiments.fashion_mnist import fashion_mnist_raw_dir, prepare_fashion_mnist
-    prepared = prepare_fashion_mnist(args.out_dir, args.source, download=not args.no_download)
+    from ..experiments.fashion_mnist import FashionMnistError, fashion_mnist_raw_dir, prepare_fashion_mnist
+    try:
+        with in_flag_terms(args, 'source'):
+            prepared = prepare_fashion_mnist(args.out_dir, args.source, download=not args.no_download)
+    except FashionMnistError as e:  # the library's `source` argument, within a sentence, is this command's --source
+        raise FashionMnistError(str(e).replace('as `source`', 'with --source')) from None
     origin = {'debian': "Debian's dataset-fashion-mnist", 'folder': 'the folder', 'already prepared': 'checked in',
               'torchvision download': "torchvision's download from"}[prepared.source]
     print(f'{fashion_mnist_raw_dir(prepared.root)}: Fashion-MNIST, {prepared.counts["train"]} train and '

@@ -4,21 +4,22 @@ import re
 import shlex
 from pathlib import Path
 
-from ._common import POSITIVE_INT, POSITIVE_REAL, ParseKwargs, add_command, progress
+from ._common import POSITIVE_INT, POSITIVE_REAL, ParseKwargs, add_command, in_flag_terms, progress
 
 __all__ = ['add_commands']
 
 
 def _readings(items):
-    """--reading KEY=NAME … as a dict; a malformed or repeated item is refused."""
+    """--reading KEY=NAME … as a dict; a malformed or repeated item is refused, in the command's terms (its
+    message is not translated: its example names a reading's key, which is no flag)."""
     from ..errors import InvalidArgumentError
     out = {}
     for item in items or ():
         key, sep, name = item.partition('=')
         if not sep or not key or not name:
-            raise InvalidArgumentError(f'readings: {item!r} is not KEY=NAME (e.g. omega=text)')
+            raise InvalidArgumentError(f'--reading: {item!r} is not KEY=NAME (e.g. --reading omega=text)')
         if key in out:
-            raise InvalidArgumentError(f'readings: {key!r} given twice')
+            raise InvalidArgumentError(f'--reading: {key!r} given twice')
         out[key] = name
     return out
 
@@ -27,20 +28,23 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import InvalidArgumentError
     from ..experiments.sweep_plan import plan_sweep
     from ..experiments.sweep_render import explain
-    from ..experiments.sweep_write import SWEEP_EXPLAINED, SWEEP_RECORD, write_sweep
+    from ..experiments.sweep_write import SWEEP_EXPLAINED, SWEEP_RECORD, check_wandb_project, write_sweep
+    readings = _readings(args.reading)
+    if args.wandb_project is not None:  # checked where it is given, before --explain
+        if not args.log_wandb:
+            raise InvalidArgumentError('--wandb-project names the W&B project of --log-wandb: add --log-wandb')
+        with in_flag_terms(args, 'wandb_project'):  # (not the translation below: the name is the user's text)
+            check_wandb_project(args.wandb_project)
     try:
         options = dict(experiment=args.experiment, permutations=args.permutation, seeds=args.seeds, omega=args.omega,
                        model_kwargs=args.model_kwargs, gamma=args.gamma, dims=args.dims, figure=args.figure,
-                       readings=_readings(args.reading), progress=progress, depths=args.depths,
-                       densities=args.densities)
+                       readings=readings, progress=progress, depths=args.depths, densities=args.densities)
         if args.explain:
             print(explain(plan_sweep(args.recipe, **options)), end='')
             if not args.out_dir:
                 return 0
         if not args.out_dir:
             raise InvalidArgumentError('--out-dir is required (or --explain alone to print the settings)')
-        if args.wandb_project and not args.log_wandb:
-            raise InvalidArgumentError('--wandb-project names the W&B project of --log-wandb: add --log-wandb')
         paths = write_sweep(args.recipe, args.out_dir, add=args.add, log_wandb=args.log_wandb,
                             wandb_project=args.wandb_project, **options)
     except InvalidArgumentError as e:  # the library speaks in argument names; here they are flags
@@ -48,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
         for name, flag in (('add=True', '--add'), ('model_kwargs', '--model-kwargs'), ('permutations', '--permutation'),
                            ('out_dir', '--out-dir'), ('seeds', '--seeds'), ('omega', '--omega'), ('gamma', '--gamma'),
                            ('dims', '--dims'), ('figure', '--figure'), ('readings', '--reading'),
-                           ('depths', '--depths'), ('densities', '--densities')):
+                           ('depths', '--depths'), ('densities', '--densities'), ('wandb_project', '--wandb-project'),
+                           ('log_wandb', '--log-wandb')):
             message = re.sub(rf"(?<![\w'-]){re.escape(name)}(?![\w'])", flag, message)
         raise InvalidArgumentError(message) from e
     print(f'# {len(paths)} recipes in {args.out_dir}; run each with (add --data-dir … where the data lives):')

@@ -14,7 +14,7 @@ import numpy as np
 from ..analysis._matplotlib import require_matplotlib
 from ..errors import InvalidArgumentError
 
-__all__ = ['CURVE_METRICS', 'min_max_band', 'plot_curve_bands']
+__all__ = ['CURVE_METRICS', 'min_max_band', 'plot_curve_bands', 'integer_epochs', 'add_note']
 
 # summary.csv column → axis label, in the order of Fig. S.8's panels (left, right, lower)
 CURVE_METRICS: Dict[str, str] = {'eval_loss': 'test loss', 'train_loss': 'train loss', 'eval_top1': 'test accuracy (%)'}
@@ -30,9 +30,21 @@ def min_max_band(curves: Sequence[Sequence[float]]) -> Tuple[np.ndarray, np.ndar
     return np.arange(n), stacked.mean(axis=0), stacked.min(axis=0), stacked.max(axis=0)
 
 
+def integer_epochs(ax) -> None:
+    """An epoch axis: ticks at whole epochs only."""
+    ax.xaxis.get_major_locator().set_params(integer=True)
+
+
+def add_note(fig, note: str) -> None:
+    """A note under every panel of `fig`, left-aligned, small (the data, the seeds, what is left out); the
+    constrained layout makes room for it."""
+    if note:
+        fig.supxlabel(note, x=0.01, ha='left', fontsize=7)
+
+
 def plot_curve_bands(groups: Mapping[str, Sequence[Mapping[str, Sequence[float]]]], out: str,
                      metrics: Sequence[str] = tuple(CURVE_METRICS), random: Optional[Sequence[str]] = None,
-                     title: str = '') -> Path:
+                     title: str = '', note: str = '') -> Path:
     """Draw mean curves with min–max bands, one panel per metric, and save the figure to `out` (PNG).
 
     Args:
@@ -44,6 +56,7 @@ def plot_curve_bands(groups: Mapping[str, Sequence[Mapping[str, Sequence[float]]
             skipped, and none at all is refused.
         random: Labels drawn dashed as RP models (default: the labels ending in ``_random``).
         title: The figure's title.
+        note: Lines under the panels (:func:`add_note`): the data, the seeds, the runs left out.
     """
     present = [m for m in metrics if any(m in t for trials in groups.values() for t in trials)]
     if not present:
@@ -64,9 +77,11 @@ def plot_curve_bands(groups: Mapping[str, Sequence[Mapping[str, Sequence[float]]
                     label=f'{label} (n = {len(curves)})')
             ax.fill_between(epochs, lo, hi, color=colour, alpha=0.2, lw=0)
         ax.set_xlabel('epoch'), ax.set_ylabel(f'{CURVE_METRICS.get(metric, metric)}: mean, min–max')
+        integer_epochs(ax)
     axes[0].legend(fontsize=6)
     if title:
         fig.suptitle(title, fontsize=10)
+    add_note(fig, note)
     path = Path(out)
     fig.savefig(path, dpi=100)
     return path

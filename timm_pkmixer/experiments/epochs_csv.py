@@ -11,7 +11,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .run_folder import RUN_ONLY_KEYS, PathLike, Run, RunFileError, check_train_args, make_run
+from .run_folder import RUN_ONLY_KEYS, PathLike, Run, RunFileError, cache_only_keys, check_train_args, make_run
 
 __all__ = ['write_epochs_csv', 'read_epochs_csv']
 
@@ -23,10 +23,12 @@ def _dump(value: Any) -> str:
 
 
 def _portable(args: Dict[str, Any]) -> Dict[str, Any]:
-    """args without bookkeeping and with every absolute path cut to its last component (no machine path)."""
+    """args without bookkeeping (a download's cache among it: :func:`.run_folder.cache_only_keys`) and with every
+    absolute path cut to its last component (no machine path)."""
     out = {}
+    cache = cache_only_keys(args)
     for k, v in args.items():
-        if k in RUN_ONLY_KEYS and k != 'seed':
+        if (k in RUN_ONLY_KEYS and k != 'seed') or k in cache:
             continue
         if isinstance(v, str) and os.path.isabs(v):
             v = Path(v).name
@@ -37,9 +39,9 @@ def _portable(args: Dict[str, Any]) -> Dict[str, Any]:
 def write_epochs_csv(runs: Sequence[Run], path: PathLike) -> None:
     """Every run's per-epoch metrics with its configuration, one row per (run, epoch): ``run, seed, model,
     model_kwargs, epoch, <summary.csv columns>, config, read_problems``. ``config`` (on each run's first row only,
-    to keep the file small) is the run's args.yaml as JSON without the bookkeeping keys and with absolute paths cut
-    to their last component; a run without a summary row gets one row with an empty epoch. Values are written in
-    full (``repr``)."""
+    to keep the file small) is the run's args.yaml as JSON without the bookkeeping keys (a torchvision dataset's
+    data_dir, its download's cache, among them) and with absolute paths cut to their last component; a run without
+    a summary row gets one row with an empty epoch. Values are written in full (``repr``)."""
     metrics: List[str] = []
     for run in runs:
         for row in run.epochs.values():

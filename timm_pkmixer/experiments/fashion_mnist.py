@@ -142,7 +142,7 @@ def _from_torchvision(root: Path) -> str:
         raise FashionMnistError(
             f'could not download Fashion-MNIST into {root} ({type(e).__name__}: {e}). Without a network, install '
             f"Debian's copy (as root: apt-get install {DEBIAN_PACKAGE}) and run this again, or put the four "
-            f'upstream .gz files in a folder and give it with --source') from None
+            f'upstream .gz files in a folder and give that folder as `source`') from None
     return FashionMNIST.mirrors[0]
 
 
@@ -163,7 +163,7 @@ def prepare_fashion_mnist(root: str, source: Optional[str] = None, download: boo
             pass  # (re)write it below
     folder = Path(source) if source is not None else DEBIAN_DIR
     if source is not None and not folder.is_dir():
-        raise FashionMnistError(f'--source {source}: no such folder')
+        raise FashionMnistError(f'source {source}: no such folder')
     if folder.is_dir():
         _from_debian(root_path, folder)
         return PreparedFashionMnist(root_path, 'debian' if source is None else 'folder', str(folder),

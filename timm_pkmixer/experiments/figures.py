@@ -10,11 +10,11 @@ import numpy as np
 
 from ..analysis._matplotlib import require_matplotlib
 from ..errors import InvalidArgumentError
-from .curve_figures import plot_curve_bands
-from .run_folder import RunFileError
+from .curve_figures import add_note, integer_epochs, plot_curve_bands
+from .run_folder import ARGS_YAML, RunFileError, read_args_yaml
 from .run_folder import read_summary as read_run_summary
 
-__all__ = ['read_summary', 'run_label', 'group_runs', 'plot_runs', 'square_channels', 'plot_report']
+__all__ = ['read_summary', 'run_label', 'group_runs', 'plot_runs', 'square_channels', 'plot_report', 'dataset_of']
 
 
 def read_summary(path: str) -> Dict[str, np.ndarray]:
@@ -59,9 +59,43 @@ def group_runs(paths: Sequence[str], labels: Optional[Sequence[str]] = None) -> 
     return groups
 
 
+def dataset_of(args: Sequence[Dict]) -> str:
+    """The data of train.py runs, from their arguments, for a figure: each run's ``dataset`` name, else its
+    ``data_dir``'s last part (an ImageFolder); distinct ones joined; 'not recorded' without either."""
+    names = []
+    for a in args:
+        name = str(a.get('dataset') or '') or os.path.basename(os.path.normpath(str(a.get('data_dir') or '')))
+        if name and name != '.' and name not in names:
+            names.append(name)
+    return ', '.join(names) or 'not recorded'
+
+
+def _span(counts) -> str:
+    """'3', or '2–3' when the counts differ."""
+    values = sorted(set(counts))
+    return str(values[0]) if len(values) == 1 else f'{values[0]}–{values[-1]}'
+
+
+def _caption(report, points, shown: str = '') -> str:
+    """The note under every figure of a report: its data (the runs' arguments), the seeds per point (`shown`:
+    what is drawn of them), and what the figure leaves out (:meth:`~.report.Report.omitted`)."""
+    lines = [f'data: {dataset_of([r.args for p in points for r in p.runs])}; seeds per point: '
+             f'{_span(len(p.runs) for p in points)}' + (f' ({shown})' if shown else '')]
+    return '\n'.join(lines + ([report.omitted()] if report.omitted() else []))
+
+
+def _run_args(summary_csv: str) -> Dict:
+    """The args.yaml beside a summary.csv ({} when there is none or it cannot be read: a figure still draws)."""
+    try:
+        return read_args_yaml(os.path.join(os.path.dirname(os.path.abspath(summary_csv)), ARGS_YAML))
+    except (RunFileError, OSError):
+        return {}
+
+
 def plot_runs(paths: Sequence[str], out: str, labels: Optional[Sequence[str]] = None) -> None:
     """Train (dashed) and validation (solid) loss and validation top-1 of timm train.py runs; runs with the same
-    label are averaged, the band spans their min to max (as Fig. S.6-S.8)."""
+    label are averaged, the band spans their min to max (as Fig. S.6-S.8). A note under the panels names the data
+    (the runs' args.yaml) and the number of runs (seeds) of each curve."""
     Figure = require_matplotlib()
     groups = group_runs(paths, labels)
     has_top1 = all('eval_top1' in g for g in groups.values())
@@ -84,7 +118,9 @@ def plot_runs(paths: Sequence[str], out: str, labels: Optional[Sequence[str]] = 
     if losses.size and losses.max() / losses.min() > 10:  # log axis when the losses span over a decade
         axes[0].set_yscale('log')
     for ax in axes:
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        integer_epochs(ax)
+    add_note(fig, f'data: {dataset_of([_run_args(p) for p in paths])}; runs (seeds) per curve: '
+                  f'{_span(g["runs"] for g in groups.values())}; bands: min–max over them')
     axes[0].set_xlabel('epoch'), axes[0].set_ylabel('loss'), axes[0].set_title('loss (dashed: train, solid: val)')
     axes[0].legend(fontsize=7)
     if has_top1:
@@ -99,7 +135,7 @@ def _series(points, key):
     for p in points:
         row = p.row()
         label = row['permutation'] if row['permutation'] in ('normal', 'random') else 'mixed'
-        if row['model'].startswith('sw_mlp'):
+        if p.description.family == 'SW-MLP':
             label = 'SW-MLP'
         out.setdefault(label, []).append((key(row), row['top1_err_mean'], row['top1_err_sd']))
     return {k: sorted(v) for k, v in out.items()}
@@ -211,18 +247,21 @@ def plot_report(report, out_dir, progress: Optional[Callable[[str], None]] = Non
         else:  # a comparison, a single group or several experiments at once: the eval-loss curves only
             fig = None
         if fig is not None:
+            add_note(fig, _caption(report, points, 'error bars: sd over seeds'))
             path = out_dir / f'{exp}.png'
             fig.savefig(path, dpi=100)
             written.append(path)
-        written.append(_plot_eval_loss(Figure, exp, points, out_dir))
+        written.append(_plot_eval_loss(Figure, exp, points, out_dir, _caption(report, points, 'curves: their mean')))
         written.append(plot_curve_bands({p.point: [r.curves for r in p.runs] for p in points},
                                         str(out_dir / f'curves_{exp}.png'),
-                                        title=f'{exp}: mean and min–max over seeds (Figs. S.6–S.8)'))
+                                        title=f'{exp}: mean and min–max over seeds (Figs. S.6–S.8)',
+                                        note=_caption(report, points)))
     return written
 
 
-def _plot_eval_loss(Figure, exp, points, out_dir):
-    """Mean eval-loss curves per point, normal solid and RP dashed (the overfitting comparison of D.7)."""
+def _plot_eval_loss(Figure, exp, points, out_dir, note: str = ''):
+    """Mean eval-loss curves per point, normal solid and RP dashed (the overfitting comparison of D.7); `note`
+    under the panel."""
     fig = Figure(figsize=(6.5, 3.8), layout='constrained')
     ax = fig.subplots()
     colours: Dict[str, str] = {}  # one colour per setting, shared by its normal (solid) and RP (dashed) models
@@ -241,8 +280,10 @@ def _plot_eval_loss(Figure, exp, points, out_dir):
     if finite.size and finite.max() / finite.min() > 10:
         ax.set_yscale('log')
     ax.set_xlabel('epoch'), ax.set_ylabel('eval loss (mean over seeds)')
+    integer_epochs(ax)
     ax.set_title(f'{exp}: eval loss (dashed: RP)', fontsize=10)
     ax.legend(fontsize=6, ncol=2)
+    add_note(fig, note)
     path = out_dir / f'eval_loss_{exp}.png'
     fig.savefig(path, dpi=100)
     return path

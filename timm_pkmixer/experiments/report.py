@@ -90,12 +90,13 @@ class Point:
     runs: List[Run]
     description: Any
     note: str = ''
+    model: str = ''  # the model built, named for people (`built_label`: the registered name and, if reshaped, S, C, L)
 
     def row(self) -> Dict[str, Any]:
         d, r0 = self.description, self.runs[0]
         errs = [r.top1_err for r in self.runs]
         return OrderedDict(
-            experiment=self.experiment, point=self.point, model=r0.model, num_blocks=d.depth,
+            experiment=self.experiment, point=self.point, model=self.model or r0.model, num_blocks=d.depth,
             num_tokens=d.num_tokens if d.num_tokens is not None else '', embed_dim=d.dim if d.dim is not None else '',
             width=d.width, permutation=d.permutation_label or '-', density=d.density, omega=d.omega,
             gamma=d.gamma, patch_size=r0.model_kwargs.get('patch_size', ''), runs=len(self.runs),
@@ -114,6 +115,7 @@ class Listed:
     kind: str
     reason: str
     top1_err: Optional[float] = None    # at its last scheduled epoch, when the run has one and it is a measurement
+    differs_on: Tuple[str, ...] = ()    # 'differs elsewhere': the arguments its group differs on
 
     def __post_init__(self) -> None:
         if self.kind not in LISTED_KINDS or not self.reason.strip():
@@ -122,6 +124,9 @@ class Listed:
 
 
 LISTED_KINDS = ('no model', 'not a measurement', 'seed repeated', 'unfinished', 'differs elsewhere', 'stale')
+# how a figure's note counts the runs of a kind it leaves out ('2 unfinished')
+_OMITTED_AS = {'no model': 'model not built here', 'not a measurement': 'not a measurement',
+               'seed repeated': 'seed repeated', 'unfinished': 'unfinished', 'stale': 'stale'}
 
 
 @dataclass
@@ -140,6 +145,27 @@ class Report:
     @property
     def unfinished(self) -> List[Listed]:
         return [x for x in self.listed if x.kind == 'unfinished']
+
+    def omitted(self) -> str:
+        """What every figure of the report leaves out, as a note for it ('' when nothing): the runs listed in
+        report.md, counted by why ('not shown: 3 runs listed in report.md (3 differ on epochs)'), and the folders
+        it could not read."""
+        kinds: OrderedDict[str, List[Listed]] = OrderedDict()
+        for x in self.listed:
+            kinds.setdefault(x.kind, []).append(x)
+        parts = []
+        for kind, xs in kinds.items():
+            if kind == 'differs elsewhere':
+                keys = ', '.join(sorted({k for x in xs for k in x.differs_on}))
+                parts.append(f'{len(xs)} differ{"s" if len(xs) == 1 else ""} on {keys}')
+            else:
+                parts.append(f'{len(xs)} {_OMITTED_AS[kind]}')
+        said = [f'{len(self.listed)} run{"s" if len(self.listed) != 1 else ""} listed in report.md '
+                f'({"; ".join(parts)})'] if self.listed else []
+        if self.unreadable:
+            n = len(self.unreadable)
+            said.append(f'{n} unreadable folder{"s" if n != 1 else ""} named in report.md')
+        return f'not shown: {"; ".join(said)}' if said else ''
 
 
 _FEATURES = ('family', 'depth', 'num_tokens', 'dim', 'width', 'permutation', 'density', 'omega', 'gamma', 'patch',
@@ -212,13 +238,14 @@ def _differs(a: Dict[str, Any], b: Dict[str, Any]) -> List[str]:
     return keys(*rest, '') + keys(a.get('model_kwargs') or {}, b.get('model_kwargs') or {}, 'model_kwargs.')
 
 
-def _describe(run: Run, cache: Dict[str, Any]) -> Any:
+def _describe(model: str, model_kwargs: Dict[str, Any], cache: Dict[str, Any]) -> Any:
+    """The summary of `model` built with `model_kwargs` (seeds aside), or the error why it cannot be built here."""
     from ..catalog import summarize
-    kwargs = {k: v for k, v in run.model_kwargs.items() if k not in SEED_MODEL_ARGS}
-    key = _dump([run.model, kwargs])
+    kwargs = {k: v for k, v in model_kwargs.items() if k not in SEED_MODEL_ARGS}
+    key = _dump([model, kwargs])
     if key not in cache:
         try:
-            cache[key] = summarize(run.model, **kwargs)
+            cache[key] = summarize(model, **kwargs)
         except (UserInputError, RuntimeError, TypeError) as e:
             cache[key] = InvalidArgumentError(f'its model cannot be built here ({" ".join(str(e).split())})')
     return cache[key]
@@ -299,7 +326,7 @@ def _list_runs_not_averaged(b: _Building) -> None:
     """Per group: every run if its model cannot be built here, else the runs a :data:`_LISTING_RULES` rule lists."""
     for i, members in enumerate(b.groups):
         b.progress(f'group {i + 1}/{len(b.groups)}: describing {members[0].model} (built on the meta device)')
-        description = _describe(members[0], b.models)
+        description = _describe(members[0].model, members[0].model_kwargs, b.models)
         if isinstance(description, Exception):
             b.report.listed += [Listed(r.name, 'no model', str(description)) for r in members]
             continue
@@ -326,7 +353,8 @@ def _list_groups_that_differ_elsewhere(b: _Building) -> None:
             diff = sorted({k for j in indices if j != i for k in _differs(identity, b.usable[j][0][0].identity())})
             conflicting.add(i)
             b.report.listed += [Listed(r.name, 'differs elsewhere', f'same model as another group but differs on '
-                                                                    f'{", ".join(diff)}: not averaged', r.top1_err)
+                                                                    f'{", ".join(diff)}: not averaged', r.top1_err,
+                                       tuple(diff))
                                 for r in b.usable[i][0]]
     b.usable = [u for i, u in enumerate(b.usable) if i not in conflicting]
 
@@ -347,8 +375,15 @@ def _name_the_experiment(b: _Building) -> None:
 
 
 def _average_the_groups(b: _Building) -> None:
-    b.report.points = sorted((Point(b.report.experiment, _label(members, feats), members, description)
-                              for members, description, feats in b.usable), key=lambda p: _natural(p.point))
+    """One point per usable group, its model named as built (a registered name reshaped by model_kwargs says so)."""
+    from ..description import built_label
+    points = []
+    for members, description, feats in b.usable:
+        name = members[0].model
+        registered = _describe(name, {}, b.models)  # the registered model's own shape
+        model = name if isinstance(registered, Exception) else built_label(name, description, registered)
+        points.append(Point(b.report.experiment, _label(members, feats), members, description, model=model))
+    b.report.points = sorted(points, key=lambda p: _natural(p.point))
 
 
 # build_report is these steps, in order
@@ -425,11 +460,14 @@ def write_report(report: Report, out_dir: str, figures: bool = True,
     md += ['| ' + ' | '.join(shown) + ' |', '|' + '---|' * len(shown)]
     md += ['| ' + ' | '.join(_fmt(r[c]) for c in shown) + ' |' for r in rows]
     if report.listed:
-        md += ['', '## Runs listed, not averaged', '']
+        md += ['', '## Runs listed, not averaged', '',
+               'These runs are in no table and no figure: every figure says, under its panels, how many it leaves '
+               'out and why, and points here.', '']
         md += [f'- `{x.name}`: {x.reason}' + (f' (top1_err {x.top1_err:.4g})' if x.top1_err is not None else '')
                for x in report.listed]
     if report.unreadable:
-        md += ['', '## Folders that cannot be read', ''] + [f'- `{n}`: {why}' for n, why in report.unreadable]
+        md += ['', '## Folders that cannot be read', '', 'In no table and no figure (each figure counts them).', '']
+        md += [f'- `{n}`: {why}' for n, why in report.unreadable]
     if report.warnings:
         md += ['', '## Warnings', ''] + [f'- {w}' for w in report.warnings]
     (out / 'report.md').write_text('\n'.join(md) + '\n', encoding='utf-8')

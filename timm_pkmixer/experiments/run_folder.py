@@ -36,6 +36,7 @@ from ..errors import InvalidArgumentError
 from .safe_yaml import load_yaml, yaml_reason
 
 __all__ = ['ARGS_YAML', 'SUMMARY_CSV', 'CHECKPOINTS', 'RUN_ONLY_KEYS', 'SEED_MODEL_ARGS', 'SEED_RANGE', 'RUN_STATUSES',
+           'cache_only_keys',
            'PathLike', 'RunFileError', 'read_args_yaml', 'check_train_args', 'Summary', 'read_summary', 'row_problem',
            'scheduled_epochs', 'Run', 'make_run', 'read_run', 'find_runs', 'find_checkpoint', 'RunState', 'run_state',
            'epoch_ranges', 'SCHEDULE_KEYS', 'schedule_record', 'run_state_with_schedule']
@@ -49,6 +50,16 @@ RUN_ONLY_KEYS = ('seed', 'experiment', 'output', 'resume', 'no_resume_opt', 'sta
                  'initial_checkpoint', 'resume_epoch', 'torchcompile', 'worker_seeding', 'dist_bn', 'rank',
                  'world_size', 'distributed', 'save_images', 'eval_metric')
 SEED_MODEL_ARGS = ('perm_seed', 'mask_seed')  # model arguments sweeps tie to the training seed
+# timm dataset prefixes whose data_dir is only where a download is cached (torchvision's root, the HF datasets'
+# cache_dir): the name is the data; an ImageFolder's (or a tfds/ or wds/) data_dir is the data itself
+_DOWNLOAD_PREFIXES = ('torch', 'hfds', 'hfids')
+
+
+def cache_only_keys(args: Dict[str, Any]) -> Tuple[str, ...]:
+    """The keys of train.py's `args` that only say where a download is cached, not what was trained: ``data_dir``
+    of a dataset named by a download prefix (``torch/cifar10``; the prefix case-insensitive, as timm reads it)."""
+    prefix, sep, _ = str(args.get('dataset') or '').partition('/')
+    return ('data_dir',) if sep and prefix.lower() in _DOWNLOAD_PREFIXES else ()
 SEED_RANGE = (0, 2 ** 32 - 1)  # timm.utils.random_seed: np.random.seed(seed + rank) takes 0 … 2^32 − 1
 RUN_STATUSES = ('not started', 'unfinished', 'finished', 'failed')
 # train.py's parser defaults for the keys its scheduler count reads (a made-up args.yaml may lack them)
@@ -269,9 +280,10 @@ class Run:
         return self.epochs[self.last_epoch].get('eval_loss', math.nan)
 
     def identity(self) -> Dict[str, Any]:
-        """What the run trained: every argument but the seed, the bookkeeping (:data:`RUN_ONLY_KEYS`) and the
-        seed-tied model arguments (:data:`SEED_MODEL_ARGS`)."""
-        args = {k: v for k, v in self.args.items() if k not in RUN_ONLY_KEYS}
+        """What the run trained: every argument but the seed, the bookkeeping (:data:`RUN_ONLY_KEYS`, and a
+        download's cache: :func:`cache_only_keys`) and the seed-tied model arguments (:data:`SEED_MODEL_ARGS`)."""
+        skip = set(RUN_ONLY_KEYS) | set(cache_only_keys(self.args))
+        args = {k: v for k, v in self.args.items() if k not in skip}
         args['model_kwargs'] = {k: v for k, v in self.model_kwargs.items() if k not in SEED_MODEL_ARGS}
         return args
 

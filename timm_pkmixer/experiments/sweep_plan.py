@@ -15,6 +15,7 @@ sweeps with the same message. Where the paper's text and its tables disagree, th
 ``readings={KEY: NAME}`` picks the other, and the plan's settings say which.
 """
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from .sweep_tables import (
     FIGURES,
     IMAGENET_SWEEP_OMEGA,
     MLP_MIXER_DIMS,
+    MODEL_ROWS,
     SKIP_LAYER,
     Figure,
     Reading,
@@ -43,7 +45,10 @@ __all__ = ['SweepPlan', 'recipe_figures', 'check_seeds', 'plan_sweep', 'experime
 _FIGURE_LINE = re.compile(r'^#\s*figure:\s*(\S+)\s*$')
 
 
-_BUILT: set = set()  # (model, model_kwargs as JSON) that built on the meta device
+_BUILT: set = set()  # (model, build arguments as JSON) that built on the meta device
+_FACTS: Dict[Tuple[str, str], Dict[str, Any]] = {}  # the same key → what the built model is (_facts)
+# train.py's arguments that reach timm.create_model beside --model-kwargs and change what is built
+_TRAIN_BUILD_KEYS = ('num_classes', 'in_chans')
 
 
 _ACCEPTED: set = set()  # (model, argument names) the model takes
@@ -177,32 +182,140 @@ def _check_choices(depths: Optional[Sequence[int]], densities: Optional[Sequence
             raise InvalidArgumentError(f'{name} must be distinct {what}, got {list(values)}')
 
 
-def _check_points(points: Sequence[ExperimentPoint], progress: Optional[Callable[[str], None]] = None) -> None:
-    """Build every point's model on the meta device: an impossible point is refused, by name, before anything.
-    A configuration that built once is not built again (:data:`_BUILT`). `progress` gets a line per point built."""
+def _facts(model: Any) -> Dict[str, Any]:
+    """What a built model is, in the terms of a figure's model rows (:data:`MODEL_ROWS`)."""
+    d = model.describe()
+    patch = dict(getattr(model, 'model_args', None) or {}).get('patch_size')
+    return dict(sw=d.block_type == 'sparse', L=d.depth, S=d.num_tokens, C=d.dim, gamma=d.gamma, p=d.density,
+                m=d.width, P=patch[0] if isinstance(patch, (tuple, list)) and len(set(patch)) == 1 else patch)
+
+
+def _check_points(points: Sequence[ExperimentPoint], base: Mapping[str, Any],
+                  progress: Optional[Callable[[str], None]] = None) -> Dict[str, Dict[str, Any]]:
+    """Build every point's model on the meta device as train.py builds it (its model arguments, and the recipe's
+    ``num_classes`` and ``in_chans``): an impossible point is refused, by name, before anything. A configuration
+    that built once is not built again (:data:`_BUILT`). `progress` gets a line per point built. Returns what each
+    point built (point name → :func:`_facts`)."""
     import timm
 
     from ..catalog import check_model_kwargs
+    built = {}
     for i, point in enumerate(points):
-        key = (point.model, json.dumps(point.model_kwargs, sort_keys=True, default=repr))
-        if key in _BUILT:
+        recipe = {**base, **point.recipe}
+        kwargs = {**{k: recipe[k] for k in _TRAIN_BUILD_KEYS if recipe.get(k) is not None}, **point.model_kwargs}
+        key = (point.model, json.dumps(kwargs, sort_keys=True, default=repr))
+        facts = _FACTS.get(key) if key in _BUILT else None
+        if facts is None:
+            if progress is not None:
+                progress(f'point {i + 1}/{len(points)}: building {point.name} ({point.model}) on the meta device')
+            try:
+                names = (point.model, frozenset(kwargs))
+                if names not in _ACCEPTED:  # the model takes these arguments (it builds a default model to know)
+                    check_model_kwargs(point.model, kwargs)
+                    _ACCEPTED.add(names)
+                facts = _facts(timm.create_model(point.model, device='meta', **kwargs))
+            except InvalidArgumentError as e:
+                raise InvalidArgumentError(f'point {point.name} ({point.model}): {e}') from e
+            _BUILT.add(key)
+            _FACTS[key] = facts
+        built[point.name] = facts
+    return built
+
+
+def _check_reach(points: Sequence[ExperimentPoint], given: Mapping[str, Any], experiment: str) -> None:
+    """Refuse a given model argument that no point builds with (each point sets its own, or the point is an SW-MLP
+    that does not share it): written into no recipe, it would be listed as a setting of models that ignore it."""
+    unused = [k for k in given if not any(k in p.model_kwargs and k not in p.own for p in points)]
+    if unused:
+        said = ', '.join(f'{k}={given[k]!r}' for k in unused)
+        raise InvalidArgumentError(f'model_kwargs {said}: no point of this {experiment} sweep is built with '
+                                   f'{"it" if len(unused) == 1 else "them"} (each point sets its own '
+                                   f'{", ".join(unused)}); leave {"it" if len(unused) == 1 else "them"} out, or '
+                                   f'choose the points with the sweep\'s options')
+
+
+def _row_values(fact: str, points: Sequence[ExperimentPoint],
+                built: Mapping[str, Dict[str, Any]]) -> Optional[List[str]]:
+    """The distinct values (as text, in the points' order) of a fact of :data:`MODEL_ROWS` over the built `points`;
+    None when the points do not tell it (Ω of points without one)."""
+    out: List[str] = []
+    for p in points:
+        f = built[p.name]
+        value = {'L': f['L'], 'S': f['S'], 'C': f['C'], 'P': f['P'], 'm': f['m'], 'Ω': p.coords.get('omega'),
+                 'S = C': f['S'] if f['S'] == f['C'] else f'S = {f["S"]}, C = {f["C"]}',
+                 '(C, S)': f'({f["C"]}, {f["S"]})', 'γ': f'{f["gamma"]:.3g}', 'p': f'{f["p"]:.4g}',
+                 '1 − p': f'{1 - f["p"]:.4g}',
+                 'geometry': f'L = {f["L"]}, γ = {f["gamma"]:.3g}, P = {f["P"]}, S = {f["S"]}, C = {f["C"]}'}[fact]
+        text = None if value is None else f'{value:g}' if isinstance(value, float) else str(value)
+        if text is not None and text not in out:
+            out.append(text)
+    return out if out or not points else None
+
+
+def _numbers(value: Any) -> Optional[List[float]]:
+    """A row's value as numbers (``2**18``, ``'4, 8, 12'``), or None when it is words."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return [float(value)]
+    try:
+        return [float(x) for x in str(value).split(',')]
+    except ValueError:
+        return None
+
+
+def _same(a: Sequence[float], b: Sequence[float]) -> bool:
+    x, y = sorted(set(a)), sorted(set(b))
+    return len(x) == len(y) and all(math.isclose(u, v, rel_tol=1e-3) for u, v in zip(x, y))
+
+
+def _model_settings(rows: Sequence[Setting], points: Sequence[ExperimentPoint], built: Mapping[str, Dict[str, Any]],
+                    causes: Sequence[Tuple[str, str]]) -> List[Setting]:
+    """The figure's model rows as built: a row of :data:`MODEL_ROWS` whose built value differs from the paper's (or,
+    for a row in words, that a given option, model argument or reading changes: `causes`, (key, what)) shows the
+    value built and says what changed it (else the base recipe's model)."""
+    settings: List[Setting] = []
+    for s in rows:
+        if s.name not in MODEL_ROWS:
+            settings.append(s)
             continue
-        if progress is not None:
-            progress(f'point {i + 1}/{len(points)}: building {point.name} ({point.model}) on the meta device')
-        try:
-            names = (point.model, frozenset(point.model_kwargs))
-            if names not in _ACCEPTED:  # the model takes these arguments (it builds a default model to know)
-                check_model_kwargs(point.model, point.model_kwargs)
-                _ACCEPTED.add(names)
-            timm.create_model(point.model, device='meta', **point.model_kwargs)
-        except InvalidArgumentError as e:
-            raise InvalidArgumentError(f'point {point.name} ({point.model}): {e}') from e
-        _BUILT.add(key)
+        group, fact, keys = MODEL_ROWS[s.name]
+        sw = [p for p in points if built[p.name]['sw']]
+        members = sw if group == 'sw' else [p for p in points if not built[p.name]['sw']] or list(points)
+        values = _row_values(fact, members, built)
+        by = list(dict.fromkeys(what for key, what in causes if key in keys))
+        paper = _numbers(s.value)
+        used = _numbers(', '.join(values)) if values else values  # [] for no such point, None when not told
+        if paper is not None and used is not None:
+            changed = not _same(paper, used)  # numbers: compared, whatever changed them
+        else:
+            changed = bool(by)  # words: changed when something that changes this row was given
+        if not changed:
+            settings.append(s)
+            continue
+        shown = ', '.join(values) if values else 'none: no such point' if values == [] else s.value
+        cause = ', '.join(by) or "the base recipe's model"
+        settings.append(Setting(s.name, shown, f'CHANGED by {cause}, in place of {s.value} ({s.source})'))
+    return settings
+
+
+def _causes(used: Mapping[str, Reading], fig: Optional[Figure], options: Mapping[str, Any],
+            given: Mapping[str, Any]) -> List[Tuple[str, str]]:
+    """(key, what changed it) for each option given, model argument given and param of a reading other than the
+    figure's default: what can change a figure's model rows (:data:`MODEL_ROWS`)."""
+    causes = [(name, f'given {name}') for name, v in options.items() if v is not None]
+    causes += [(k, f'given model_kwargs {k}={v!r}') for k, v in given.items()]
+    defaults = {d.key: d.readings[0] for d in (fig.disagreements if fig else ())}
+    for key, r in used.items():
+        if r is not defaults.get(key):
+            causes += [(k, f'reading {key}={r.name}') for k in (*r.params, *r.model_kwargs, *r.sw_kwargs)]
+    return causes
 
 
 def _training(fig: Optional[Figure], used: Mapping[str, Reading], base: Mapping[str, Any], points, path: Path):
     """(points with the figure's and readings' training overrides, settings, differences from the paper)."""
     chosen = [s for r in used.values() for s in r.overrides]
+    by_reading = {s.name: f'reading {key}={r.name}' for key, r in used.items() for s in r.overrides}
     overrides = {s.name: s.value for s in (fig.overrides if fig else ())} | {s.name: s.value for s in chosen}
     if overrides:
         points = [ExperimentPoint(p.experiment, p.name, p.model, p.model_kwargs, {**overrides, **p.recipe},
@@ -211,10 +324,15 @@ def _training(fig: Optional[Figure], used: Mapping[str, Reading], base: Mapping[
     differs: List[str] = []
     if fig:
         replaced = {s.name: s for s in chosen}
+        paper = {s.name: s for s in fig.expects}
         expects = [replaced.pop(s.name, s) for s in fig.expects] + list(replaced.values())
         for s in expects:
             value = overrides.get(s.name, base.get(s.name))
-            if value == s.value:
+            if value == s.value and s.name in by_reading:  # a reading's value: say which, and what it replaces
+                was = paper.get(s.name)
+                settings.append(Setting(s.name, value, f'{by_reading[s.name]}: {s.source}' + (
+                    f'; replaces {was.value!r} ({was.source})' if was is not None and was.value != s.value else '')))
+            elif value == s.value:
                 settings.append(Setting(s.name, value, s.source))
             else:
                 settings.append(Setting(s.name, value, f'the base recipe; DIFFERS from the paper\'s {s.value!r} '
@@ -305,14 +423,16 @@ def plan_sweep(
     sw_kwargs = {k: v for r in used.values() for k, v in r.sw_kwargs.items()}
     points = PLANNERS[kind].build(SweepInput(base, params, kwargs, perms, omega, gamma, dims, sw_kwargs, title, depths,
                                          densities, permutations is not None))
-    _check_points(points, progress)
+    _check_reach(points, user_kwargs, experiment)
+    built = _check_points(points, base, progress)
+    options = dict(omega=omega, gamma=gamma, dims=dims, depths=depths, densities=densities)
+    model = _model_settings(fig.model if fig else (), points, built, _causes(used, fig, options, user_kwargs))
     points, training, differs = _training(fig, used, base, points, path)
-    settings = [seed_setting] + settings + (list(fig.model) if fig else []) + training
+    settings = [seed_setting] + settings + model + training
     if fig:
         settings += _disagreement_settings(fig, used, given_readings)
     settings += [Setting(name, ' '.join(map(str, v)) if isinstance(v, (list, tuple)) else v, f'given ({name})')
-                 for name, v in dict(omega=omega, gamma=gamma, dims=dims, depths=depths, densities=densities).items()
-                 if v is not None]
+                 for name, v in options.items() if v is not None]
     settings += [Setting(f'model_kwargs.{k}', v, 'given (model_kwargs)') for k, v in user_kwargs.items()]
     return SweepPlan(str(recipe), experiment, fig, fig_source, points, list(seeds), settings, differs,
                      {k: r.name for k, r in used.items()})

@@ -43,6 +43,7 @@ class ExperimentPoint:
     recipe: Dict[str, Any] = field(default_factory=dict)   # other train.py keys the point sets (lr, img_size)
     seeded: str = ''                            # the model argument the training seed also sets: perm_seed, mask_seed
     coords: Dict[str, Any] = field(default_factory=dict)   # the point's coordinates in the figure (C, S, L, p, P …)
+    own: Tuple[str, ...] = ()                   # model arguments the point sets over the base recipe's and the given
 
 
 @dataclass
@@ -81,16 +82,17 @@ def _mixer(sw: SweepInput, experiment: str, name: str, model: str, perm: str, mk
            coords: Dict[str, Any], skip_layer: bool = True, **recipe: Any) -> ExperimentPoint:
     """A Mixer point; `skip_layer` (A.2.4) wherever the sweep varies S."""
     extra, seeded = _perm(perm)
-    mk = {**sw.kwargs, **mk, **({'skip_layer': True} if skip_layer else {}), **extra}
-    return ExperimentPoint(experiment, f'{name}_{perm}', model, mk, recipe=recipe, seeded=seeded,
-                           coords=dict(coords, permutation=perm))
+    own = {**mk, **({'skip_layer': True} if skip_layer else {}), **extra}
+    return ExperimentPoint(experiment, f'{name}_{perm}', model, {**sw.kwargs, **own}, recipe=recipe, seeded=seeded,
+                           coords=dict(coords, permutation=perm), own=tuple(own))
 
 
 def _sw_mlp(sw: SweepInput, name: str, mk: Dict[str, Any], coords: Dict[str, Any],
             experiment: str = 'width') -> ExperimentPoint:
     shared = {k: v for k, v in sw.kwargs.items() if k in _SHARED_WITH_SW_MLP}
-    return ExperimentPoint(experiment, name, _SW_MODEL, {**shared, **mk, **sw.sw_kwargs}, seeded='mask_seed',
-                           coords=coords)
+    own = {**mk, **sw.sw_kwargs}
+    return ExperimentPoint(experiment, name, _SW_MODEL, {**shared, **own}, seeded='mask_seed', coords=coords,
+                           own=tuple(own))
 
 
 def _sw_arm(sw: SweepInput, arm: Mapping[str, Any], omega: float, gamma: Optional[float]) -> List[ExperimentPoint]:
@@ -179,7 +181,8 @@ def _plan_imagenet(sw: SweepInput) -> List[ExperimentPoint]:
                                      f'_c{pt.dim}', sw.base['model'],
                             {**sw.kwargs, 'patch_size': pt.patch, 'embed_dim': pt.dim, 'num_tokens': pt.num_tokens,
                              'gamma': 4., 'skip_layer': True, **_perm(perm)[0]}, seeded=_perm(perm)[1],
-                            coords=dict(P=pt.patch, C=pt.dim, S=pt.num_tokens, permutation=perm))
+                            coords=dict(P=pt.patch, C=pt.dim, S=pt.num_tokens, permutation=perm),
+                            own=('patch_size', 'embed_dim', 'num_tokens', 'gamma', 'skip_layer', 'permutation'))
             for perm in sw.perms for pt in patch_sweep(IMAGENET_SWEEP_OMEGA, 4., IMAGENET_SWEEP_PATCHES)]
 
 
@@ -259,13 +262,14 @@ def _plan_rp_block(sw: SweepInput) -> List[ExperimentPoint]:
     model, kwargs = sw.base['model'], sw.kwargs
     depth = int(kwargs.get('num_blocks') or _summary(model, kwargs).depth)
     points = [ExperimentPoint('rp-block', f'rpblock_{perm}', model, dict(kwargs, permutation=perm),
-                              seeded=_perm(perm)[1], coords=dict(random_block='all' if perm == 'random' else 'none'))
+                              seeded=_perm(perm)[1], coords=dict(random_block='all' if perm == 'random' else 'none'),
+                              own=('permutation',))
               for perm in ('normal', 'random')]
     for block in range(depth):
         pattern = ['normal'] * depth
         pattern[block] = 'random'
         points.append(ExperimentPoint('rp-block', f'rpblock_b{block}', model, dict(kwargs, permutation=pattern),
-                                      seeded='perm_seed', coords=dict(random_block=block)))
+                                      seeded='perm_seed', coords=dict(random_block=block), own=('permutation',)))
     return points
 
 

@@ -23,7 +23,7 @@ __all__ = ['EXPERIMENTS', 'Setting', 'Reading', 'Disagreement', 'Figure', 'FIGUR
            'IMAGENET_SWEEP_PATCHES', 'CIFAR_SWEEP_PAIRS', 'DEPTHS', 'SW_MLP_DENSITIES', 'MLP_MIXER_DIMS',
            'FIGS2_OMEGA', 'FIG4_DIMS', 'FIG4_TOKENS', 'FIGS1_DENSITIES', 'FIG2_DENSITIES', 'FIGS6_DIMS',
            'GAMMA_OMEGA', 'GAMMA_WIDTH', 'PATCHES_32', 'PATCHES_90', 'SKIP_LAYER', 'SW_INPUT_LAYER', 'SW_BLOCK',
-           'SW_BLOCK_C1']
+           'SW_BLOCK_C1', 'MODEL_ROWS']
 
 # the paper's experiments: what `pkmixer sweep` generates and `pkmixer report` names (one list, read by both):
 # `density` is Fig. 2's SW-MLPs of density p at a Mixer's width, `seeds` the base recipe's model alone (with its RP
@@ -375,3 +375,29 @@ _FIGURES += [
 ]
 
 FIGURES: Dict[str, Figure] = {f.key: f for f in _FIGURES}
+
+# What a figure's `model` rows state about the points built, so that a sweep shows the values it really builds: row
+# name → (the points it describes: 'mixer' (the Mixers; every point when there is none) or 'sw' (the SW-MLPs), the
+# fact of the built model it states (`sweep_plan._row_values`), the options, model arguments and reading params that
+# change it). A row another name does not state is shown as the figure gives it.
+MODEL_ROWS: Dict[str, Tuple[str, str, Tuple[str, ...]]] = {
+    'L': ('mixer', 'L', ('depths', 'num_blocks')),
+    'S-Mixer L': ('mixer', 'L', ('num_blocks',)),
+    'MLP-Mixer L': ('mixer', 'L', ('num_blocks',)),
+    'SW-MLP L': ('sw', 'L', ('num_blocks',)),
+    'SW-MLP blocks': ('sw', 'L', ('num_blocks',)),
+    'S = C': ('mixer', 'S = C', ('num_tokens', 'embed_dim', 'dims')),
+    'S': ('mixer', 'S', ('num_tokens', 'dims', 'omega')),
+    'C': ('mixer', 'C', ('embed_dim', 'dims')),
+    '(C, S) pairs': ('mixer', '(C, S)', ('dims', 'omega', 'num_tokens', 'embed_dim')),
+    'P': ('mixer', 'P', ('patch_size',)),
+    'Ω': ('mixer', 'Ω', ('omega',)),
+    'γ': ('mixer', 'γ', ('gamma', 'mlp_ratio')),
+    'MLP-Mixer γ': ('mixer', 'γ', ('gamma', 'mlp_ratio')),
+    'MLP-Mixer': ('mixer', 'geometry', ('num_blocks', 'num_tokens', 'embed_dim', 'gamma', 'mlp_ratio', 'patch_size')),
+    'SW-MLP Ω': ('sw', 'Ω', ('omega',)),
+    'SW-MLP 1 − p': ('sw', '1 − p', ('densities',)),
+    'SW-MLP p': ('sw', 'p', ('densities',)),
+    'SW-MLP m': ('sw', 'm', ('densities',)),
+    'SW-MLP width': ('sw', 'm', ('num_tokens', 'embed_dim')),
+}

@@ -19,9 +19,15 @@ from .sweep_plan import SweepPlan, plan_sweep
 from .sweep_render import explain
 from .train_py import WANDB_GROUP_LINE
 
-__all__ = ['SWEEP_RECORD', 'SWEEP_EXPLAINED', 'read_sweep_record', 'write_sweep']
+__all__ = ['SWEEP_RECORD', 'SWEEP_EXPLAINED', 'WANDB_PROJECT_MAXLEN', 'WANDB_PROJECT_FORBIDDEN', 'read_sweep_record',
+           'check_wandb_project', 'write_sweep']
 
 SWEEP_RECORD, SWEEP_EXPLAINED = 'sweep.json', 'SWEEP.md'  # not *.yaml: `for r in DIR/*.yaml` trains recipes only
+# W&B's own rule for a project name (wandb 0.31: wandb.sdk.artifacts._validators.validate_project_name, NAME_MAXLEN and
+# INVALID_URL_CHARS; wandb.init's Settings.validate_project refuses the same characters but the line breaks):
+# not empty, at most 128 characters, none of / \ # ? % : or a line break (tests compare it with wandb's, when installed)
+WANDB_PROJECT_MAXLEN = 128
+WANDB_PROJECT_FORBIDDEN = '/\\#?%:\r\n'
 
 
 def read_sweep_record(path: PathLike) -> Dict[str, Any]:
@@ -49,7 +55,23 @@ def _record(plan: SweepPlan, files: Dict[str, List[str]]) -> Dict[str, Any]:
         figure_source=plan.figure_source, seeds=plan.seeds, readings=plan.readings,
         settings=[dict(setting=s.name, value=s.value, source=s.source) for s in plan.settings],
         differs_from_paper=plan.differs,
-        points=[dict(asdict(p), files=files[p.name]) for p in plan.points])
+        points=[dict({k: v for k, v in asdict(p).items() if k != 'own'}, files=files[p.name]) for p in plan.points])
+
+
+def check_wandb_project(name: Any) -> str:
+    """`name` if W&B takes it as a project name (:data:`WANDB_PROJECT_MAXLEN`, :data:`WANDB_PROJECT_FORBIDDEN`),
+    else an error naming the rule: train.py would start, then fail in ``wandb.init``."""
+    rule = (f'W&B takes a project name of 1 to {WANDB_PROJECT_MAXLEN} characters without any of '
+            f'{" ".join(repr(c)[1:-1] for c in WANDB_PROJECT_FORBIDDEN)}')
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f'wandb_project must be a non-empty string ({rule}), got {name!r}')
+    if len(name) > WANDB_PROJECT_MAXLEN:
+        raise InvalidArgumentError(f'wandb_project has {len(name)} characters ({rule}), got {name[:40]!r}…')
+    bad = sorted({c for c in name if c in WANDB_PROJECT_FORBIDDEN})
+    if bad:
+        raise InvalidArgumentError(f'wandb_project {name!r} holds {" ".join(repr(c) for c in bad)} ({rule}; a team '
+                                   f'or user is W&B\'s entity, set by WANDB_ENTITY, not part of the project)')
+    return name
 
 
 def _wandb_keys(group: str, point: str, seed: int, project: Optional[str]) -> Dict[str, Any]:
@@ -89,6 +111,10 @@ def write_sweep(recipe: str, out_dir: str, add: bool = False, log_wandb: bool = 
     grouped by the figure (else the experiment), tagged with its point and seed. Other arguments (`progress`
     among them): :func:`plan_sweep`.
     """
+    if wandb_project is not None:
+        check_wandb_project(wandb_project)
+        if not log_wandb:
+            raise InvalidArgumentError('wandb_project names the W&B project of log_wandb: set log_wandb')
     plan = plan_sweep(recipe, **kwargs)
     out = Path(out_dir)
     names = _existing(out, plan, add)

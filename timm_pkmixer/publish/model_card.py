@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .._timm import generate_readme
 from ..catalog import summarize
+from ..description import built_label
 from ..experiments.run_folder import RunFileError, read_summary, row_problem
 
 __all__ = ['PAPER_ARXIV', 'PAPER_BIBTEX', 'RunMetrics', 'read_run_metrics', 'build_model_card', 'render_model_card']
@@ -136,7 +137,8 @@ def build_model_card(
     """The `model_card` dict that timm's `generate_readme` renders (`expanded_from`: an 'Expanded from' section
     for a model made by `expand_resolution`)."""
     s = summarize(model_name, **model_args)
-    arch = {'family': s.family, 'timm architecture': f'`{model_name}`'}
+    built = built_label(model_name, s, summarize(model_name))  # the registered name alone misnames a reshaped model
+    arch = {'family': s.family, 'timm architecture': f'`{model_name}`' + built[len(model_name):]}
     if s.num_tokens is not None:
         arch.update({'tokens S': s.num_tokens, 'channels C': s.dim})
     arch.update({'depth L': s.depth, 'expansion γ (tokens/channels)': s.gamma_label,
@@ -169,7 +171,7 @@ def build_model_card(
     how = ('expanded from a trained model to a larger image size, for fine-tuning (MLP-Mixer App. C)'
            if expanded_from else 'trained with timm')
     description = (
-        f'{_article(s.family)} {s.family} of the PK family of Hayase & Karakida, "{PAPER_TITLE}" '
+        f'{_article(s.family)} {s.family} ({s.geometry}) of the PK family of Hayase & Karakida, "{PAPER_TITLE}" '
         f'(ICML 2024, arXiv:{PAPER_ARXIV}), '
         f'{how}. The architecture comes from timm-pkmixer (installed from its source, not PyPI: see Usage), '
         f'which registers it in timm.')
