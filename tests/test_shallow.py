@@ -198,4 +198,7 @@ def test_mnist_recipes_are_c1(structure):
     assert (cfg['opt'], cfg['epochs'], cfg['sched'], cfg['lr'], cfg['warmup_epochs']) == (
         'adamw', 200, 'cosine', 0.01, 0)
     text = resolve_recipe(f'mnist/shallow_{structure}_28').read_text()
-    assert 'for s in 0 1 2 3 4; do' in text  # five seeds, as Fig. 2(d)
+    # Fig. 2(d)'s five seeds are the seeds experiment's, which the comment names (its default seeds tested with it)
+    assert f'pkmixer sweep mnist/shallow_{structure}_28 --experiment seeds' in text
+    from timm_pkmixer.experiments.sweep_plan import plan_sweep
+    assert plan_sweep(f'mnist/shallow_{structure}_28', 'seeds').seeds == [0, 1, 2, 3, 4]
