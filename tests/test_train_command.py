@@ -433,3 +433,34 @@ def test_torchrun_variables_that_are_not_integers_are_named(tiny_run, cli, monke
     code, out, err = cli('train', '--train-py', MINI_TRAIN_PY, tiny_run / 'r.yaml', '--dry-run', '--device', 'cpu')
     assert code == 2 and err.startswith('pkmixer train: error: ') and message in err, err
     assert not (tiny_run / 'runs').exists()
+
+
+@pytest.mark.parametrize('argv,env,message', [
+    (['--device', 'CUDA'], {}, "--device 'CUDA' is not a device train.py can train on; use cpu, cuda or cuda:N "
+                               "(where CUDA is available), mps, xpu, npu or hpu (where torch has one) (lowercase)"),
+    (['--device', 'meta'], {}, "--device 'meta' holds no data, so nothing can train on it; use cpu, cuda or cuda:N"),
+    (['--device', ''], {}, "--device '' is not a device train.py can train on; use cpu, cuda or cuda:N"),
+    (['--device', 'mps'], {}, '--device mps is not available on this machine (torch sees no such device); use cpu'),
+    (['--device', 'cpu', '-j', '-1'], {}, '-j/--workers must be a non-negative integer (0 loads in the main '
+                                          'process), got -1'),
+    (['--device', 'cpu'], {'WORLD_SIZE': '2', 'RANK': '5'},
+     'environment variable RANK=5 is not a rank of WORLD_SIZE=2: it must be 0 … 1 (as torchrun sets them)'),
+    (['--device', 'cpu'], {'RANK': '1'}, 'environment variable RANK=1 is not a rank of WORLD_SIZE=1: it must be 0 … 0'),
+])
+def test_train_refuses_a_device_workers_or_rank_that_cannot_work(tiny_run, cli, monkeypatch, argv, env, message):
+    """Each would otherwise reach train.py and end in a traceback (torch.device's RuntimeError, a DataLoader's
+    ValueError, a process group that never forms): refused in the dry run, naming the flag or variable."""
+    import torch
+    if torch.backends.mps.is_available() and 'mps' in argv:
+        pytest.skip('this machine has an MPS device')
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code, out, err = cli('train', '--train-py', MINI_TRAIN_PY, tiny_run / 'r.yaml', *argv, '--dry-run')
+    assert code == 2 and err.startswith(f'pkmixer train: error: {message}'), err
+    assert out == '' and not (tiny_run / 'runs').exists()
+
+
+@pytest.mark.parametrize('argv', [['--device', 'cpu', '-j', '0'], ['--device', 'cpu:0']])
+def test_train_accepts_zero_workers_and_an_indexed_cpu(tiny_run, cli, argv):
+    code, out, err = cli('train', '--train-py', MINI_TRAIN_PY, tiny_run / 'r.yaml', *argv, '--dry-run')
+    assert code == 0, err

@@ -273,6 +273,62 @@ def _positive(args: argparse.Namespace, dest: str, options: Dict[str, List[str]]
         raise LaunchArgumentError(dest, f'must be a positive integer, got {value!r}', options.get(dest, ())) from None
 
 
+# the device types train.py's `init_distributed_device` knows (timm.utils.distributed), and whether torch has one
+_DEVICE_TYPES = ('cpu', 'cuda', 'mps', 'xpu', 'npu', 'hpu')
+_DEVICES_ALLOWED = 'cpu, cuda or cuda:N (where CUDA is available), mps, xpu, npu or hpu (where torch has one)'
+
+
+def _device_available(device: Any) -> bool:
+    """Whether torch on this machine has `device` (a ``torch.device``; an index must be one of its devices)."""
+    import torch
+    if device.type == 'cpu':
+        return True
+    backend = getattr(torch, device.type, None) or getattr(torch.backends, device.type, None)
+    try:
+        if backend is None or not backend.is_available():
+            return False
+        return device.index is None or device.index < backend.device_count()
+    except (AttributeError, RuntimeError):  # a backend without device_count (mps): index 0 only
+        return device.index in (None, 0)
+
+
+def _check_device_and_workers(args: argparse.Namespace, options: Dict[str, List[str]]) -> None:
+    """Refuse a ``--device`` train.py cannot train on (not a torch device, ``meta``, a type train.py does not set up,
+    or one this machine lacks) and a negative ``-j/--workers``, naming the flag and the allowed values. A CUDA
+    device on a machine without CUDA is left to :func:`_fit_the_machine` (it may be train.py's default)."""
+    import torch
+    device = getattr(args, 'device', None)
+    if 'device' in options and device is not None:
+        flag = options['device']
+        try:
+            parsed = torch.device(device) if isinstance(device, str) and device.strip() == device else None
+        except RuntimeError:
+            parsed = None
+        if parsed is None or parsed.type not in _DEVICE_TYPES:
+            what = 'holds no data, so nothing can train on it' if parsed is not None and parsed.type == 'meta' \
+                else 'is not a device train.py can train on'
+            raise LaunchArgumentError('device', f'{device!r} {what}; use {_DEVICES_ALLOWED} (lowercase)', flag)
+        if parsed.type != 'cuda' and not _device_available(parsed):
+            raise LaunchArgumentError('device', f'{device} is not available on this machine (torch sees no such '
+                                      f'device); use cpu', flag)
+        if parsed.type == 'cuda' and parsed.index is not None and torch.cuda.is_available() and \
+                parsed.index >= torch.cuda.device_count():
+            raise LaunchArgumentError('device', f'{device}: this machine has {torch.cuda.device_count()} CUDA '
+                                      f'device(s), cuda:0 … cuda:{torch.cuda.device_count() - 1}', flag)
+    workers = getattr(args, 'workers', None)
+    if 'workers' in options and workers is not None and (not isinstance(workers, int) or workers < 0):
+        raise LaunchArgumentError('workers', f'must be a non-negative integer (0 loads in the main process), got '
+                                  f'{workers!r}', options['workers'])
+
+
+def _check_rank(world_size: int) -> None:
+    """torchrun's ``RANK`` is one of the ``WORLD_SIZE`` ranks, 0 … WORLD_SIZE − 1."""
+    rank = env_int('RANK', 0)
+    if rank >= world_size:
+        raise InvalidArgumentError(f'environment variable RANK={rank} is not a rank of WORLD_SIZE={world_size}: it '
+                                   f'must be 0 … {world_size - 1} (as torchrun sets them)')
+
+
 def _fit_the_machine(args: argparse.Namespace, options: Dict[str, List[str]], set_by_user: Set[str]
                      ) -> Tuple[List[str], List[str]]:
     """train.py's arguments that fit this machine, and a line saying each: ``--device cpu`` when CUDA is absent
@@ -326,10 +382,12 @@ def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = 
     options = train_py_arguments(module)
     check_recipe_keys(cfg, options, recipe)
     world_size = env_int('WORLD_SIZE', 1, minimum=1)
+    _check_rank(world_size)
     argv = [str(path), '--config', str(recipe), *train_args]
     args = _resolve(module, argv)
     for dest in ('batch_size', 'grad_accum_steps'):
         _positive(args, dest, options)
+    _check_device_and_workers(args, options)
     if global_batch is not None:
         try:
             positive_int('global_batch', global_batch)
