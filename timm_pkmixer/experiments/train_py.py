@@ -9,6 +9,7 @@ against train.py's parser (train.py ignores unknown keys silently) and the plan 
 own parser.
 """
 import argparse
+import ast
 import contextlib
 import importlib.util
 import os
@@ -177,6 +178,7 @@ class ModelInfo:
     params: int
     input_size: Tuple[int, ...]     # (C, H, W) the model's own config expects
     fixed_input_size: bool          # True: it takes no other size (Mixers: the token count is fixed)
+    seeded_args: Tuple[str, ...] = ()  # its model arguments that follow train.py's --seed when not given (mask_seed)
 
 
 def _model_info(args: argparse.Namespace) -> ModelInfo:
@@ -217,7 +219,41 @@ def _model_info(args: argparse.Namespace) -> ModelInfo:
     input_size = tuple(cfg.get('input_size') or (3, 224, 224))
     if size is not None:
         input_size = (input_size[0], *size)
-    return ModelInfo(name, kwargs, geometry, params, input_size, bool(cfg.get('fixed_input_size')))
+    seeded = tuple(k for k in SEEDED_MODEL_ARGS if k in (getattr(model, 'model_args', None) or {}))
+    return ModelInfo(name, kwargs, geometry, params, input_size, bool(cfg.get('fixed_input_size')), seeded)
+
+
+# model arguments that follow train.py's --seed unless given: an SW-MLP's masks differ from seed to seed, as its
+# weights do (a sweep writes the same: mask_seed = seed); an explicit mask_seed fixes them
+SEEDED_MODEL_ARGS = ('mask_seed',)
+
+
+def _follow_the_seed(args: argparse.Namespace, options: Dict[str, List[str]], model: ModelInfo
+                     ) -> Tuple[List[str], List[str]]:
+    """train.py's arguments that set each of the model's :data:`SEEDED_MODEL_ARGS` not given to ``--seed`` (the
+    model kwargs again, whole: train.py's ``--model-kwargs`` replaces the recipe's), and a line saying so."""
+    given = dict(getattr(args, 'model_kwargs', None) or {})
+    missing = [k for k in model.seeded_args if k not in given]
+    seed = getattr(args, 'seed', None)
+    if not missing or 'model_kwargs' not in options or not isinstance(seed, int):
+        return [], []
+    kwargs = {**given, **{k: seed for k in missing}}
+    items = [f'{k}={v!r}' for k, v in kwargs.items()]
+    if any(_literal(item.split('=', 1)[1]) != kwargs[k] for item, k in zip(items, kwargs)):
+        raise LaunchArgumentError('model_kwargs', f'{given} cannot be passed on again with {missing[0]} = seed '
+                                  f'{seed}: give {missing[0]}=N yourself', options['model_kwargs'])
+    names = ', '.join(missing)
+    return [options['model_kwargs'][-1], *items], [
+        f'{names} {seed}: train.py\'s --seed (the masks differ from seed to seed; '
+        f'{options["model_kwargs"][-1]} {missing[0]}=N fixes them)']
+
+
+def _literal(text: str) -> Any:
+    """``text`` as train.py's ``--model-kwargs`` reads a value (``ast.literal_eval``, else the string)."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
 
 
 def _data_input_size(args: argparse.Namespace, model: ModelInfo) -> Tuple[int, ...]:
@@ -407,6 +443,11 @@ def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = 
         argv += extra
         args = _resolve(module, argv)
     model = _model_info(args)
+    extra, seeded = _follow_the_seed(args, options, model)
+    if extra:
+        argv += extra
+        args = _resolve(module, argv)
+        model, machine = _model_info(args), machine + seeded
     size_keys = [k for k in ('input_size', 'img_size') if k in options]
     other_model = 'model' in given and args.model != cfg.get('model')
     if other_model and not any(k in given for k in size_keys) and any(cfg.get(k) for k in size_keys):
