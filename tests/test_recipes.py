@@ -1,6 +1,7 @@
 """Recipes: every key is a train.py argument, the ImageNet values are Appendix C.5, the sweeps are the paper's;
 batch planning refuses an impossible batch."""
 import argparse
+import functools
 import math
 import os
 import re
@@ -316,3 +317,67 @@ def test_hard_aug_readings_say_what_the_recipes_do(tmp_path, recipe, figure):
         assert "C.4's random crop and horizontal flip only (no colour jitter: color_jitter 0)" in blank.says
         assert 'added to the crop and flip' in autoaugment.says
     assert written('autoaugment') == {('original', jitter, mixup, cutmix, reprob)}  # AutoAugment; the rest kept
+
+
+# ------------------------------------------------------------------------- docs/analyses.md: the Fig. 2 and 4 loops
+
+def doc_train_commands(tmp_path) -> list:
+    """The `pkmixer train` commands of the GPU loops of docs/analyses.md, as bash expands them (pkmixer recorded,
+    not run; `python` is this interpreter): one argv (after `train`) per command."""
+    import subprocess
+    import sys
+    text = (ROOT / 'docs' / 'analyses.md').read_text(encoding='utf-8')
+    section = text[text.index('## GPU recipes and commands: Fig. 2 and Fig. 4'):]
+    script = section[section.index('```bash\n') + 8:section.index('\n```', section.index('```bash\n'))]
+    log = tmp_path / 'calls'
+    prelude = (f'pkmixer() {{ local IFS=$\'\\x1f\'; printf "%s\\n" "$*" >> {log}; }}\n'
+               f'python() {{ {sys.executable} "$@"; }}\n')
+    subprocess.run(['bash', '-euc', prelude + script], check=True, timeout=120)
+    calls = [line.split('\x1f') for line in log.read_text().splitlines()]
+    return [argv[1:] for argv in calls if argv[0] == 'train']
+
+
+def built_record(model: str, kwargs: dict, seed: int) -> tuple:
+    """What `pkmixer train` builds for `model`, `kwargs` and `--seed`: the model's canonical record (floats to 12
+    digits) and its mask_seed, which follows the seed unless given (SW-MLPs; None for other models)."""
+    mask_seed = kwargs.get('mask_seed', seed) if model.startswith('sw_mlp') else None
+    rest = tuple(sorted((k, repr(v)) for k, v in kwargs.items() if k != 'mask_seed'))
+    return model, _record(model, rest), mask_seed
+
+
+@functools.cache
+def _record(model: str, kwargs: tuple) -> tuple:
+    import ast
+    record = timm.create_model(model, device='meta', num_classes=10,
+                               **{k: ast.literal_eval(v) for k, v in kwargs}).model_args
+    return tuple((k, float(f'{v:.12g}') if isinstance(v, float) else v) for k, v in record.items() if k != 'mask_seed')
+
+
+def test_the_docs_fig2_and_fig4_loops_build_what_the_sweeps_build(tmp_path):
+    """docs/analyses.md's loops train, seed for seed, the models `pkmixer sweep cifar10/mixer_fig2_fig4` writes for
+    Fig. 2 and Fig. 4 (left) — the skip layer at S = S0 (A.2.4), the SW-MLPs' per-patch FC and block — with the
+    recipe's training, as the sweep's recipes."""
+    from timm.utils import ParseKwargs
+
+    from timm_pkmixer.experiments.sweep_plan import plan_sweep
+    parser = argparse.ArgumentParser()
+    parser.add_argument('recipe')
+    parser.add_argument('--model', default=None)
+    parser.add_argument('--model-kwargs', nargs='*', default=None, action=ParseKwargs)
+    parser.add_argument('--seed', type=int)
+    parser.add_argument('--experiment')
+    doc = {'fig2': [], 'fig4': []}
+    for argv in doc_train_commands(tmp_path):
+        args, rest = parser.parse_known_args(argv)
+        assert rest == ['--output', 'runs'], rest  # the recipe's training, nothing overridden
+        base = load_recipe(str(RECIPES / f'{args.recipe}.yaml'))
+        kwargs = base['model_kwargs'] if args.model_kwargs is None else args.model_kwargs  # train.py: replaced
+        doc[args.experiment[:4]].append((args.recipe, built_record(args.model or base['model'], kwargs, args.seed)))
+    for figure, n_seeds in (('fig2', 3), ('fig4', 4)):
+        plan = plan_sweep('cifar10/mixer_fig2_fig4', figure=figure)
+        assert all(not p.recipe for p in plan.points)  # the sweep's recipes train as the base recipe
+        sweep = [('cifar10/mixer_fig2_fig4', built_record(p.model, p.model_kwargs, seed))
+                 for seed in range(n_seeds) for p in plan.points]
+        assert sorted(doc[figure]) == sorted(sweep), figure
+    skip = [dict(record)['skip_layer'] for _, (model, record, _) in doc['fig4'] if model.startswith('pk_mixer')]
+    assert skip and all(skip)  # A.2.4: the skip layer in every point of Fig. 4, S = S0 = 64 included
