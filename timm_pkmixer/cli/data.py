@@ -3,7 +3,7 @@ the layout timm's ``torch/fashion_mnist`` reads)."""
 import argparse
 from pathlib import Path
 
-from ._common import add_command, progress
+from ._common import add_command, in_flag_terms, progress
 
 __all__ = ['add_commands']
 
@@ -17,9 +17,14 @@ def run_stl10(args: argparse.Namespace) -> int:
 
 
 def run_fashion_mnist(args: argparse.Namespace) -> int:
-    from ..experiments.fashion_mnist import fashion_mnist_raw_dir, prepare_fashion_mnist
-    prepared = prepare_fashion_mnist(args.out_dir, args.source, download=not args.no_download)
-    origin = {'debian': "Debian's dataset-fashion-mnist", 'folder': 'the folder', 'already prepared': 'checked in',
+    from ..experiments.fashion_mnist import FashionMnistError, fashion_mnist_raw_dir, prepare_fashion_mnist
+    try:
+        with in_flag_terms(args, 'source'):
+            prepared = prepare_fashion_mnist(args.out_dir, args.source, download=not args.no_download)
+    except FashionMnistError as e:
+        raise FashionMnistError(str(e).replace('(source=FOLDER)', '(--source FOLDER)')) from None
+    origin = {'debian': "Debian's dataset-fashion-mnist", 'folder': 'the folder',
+              'already prepared': 'already prepared, checked and kept:',
               'torchvision download': "torchvision's download from"}[prepared.source]
     print(f'{fashion_mnist_raw_dir(prepared.root)}: Fashion-MNIST, {prepared.counts["train"]} train and '
           f'{prepared.counts["test"]} test images, 10 classes ({origin} {prepared.origin})')

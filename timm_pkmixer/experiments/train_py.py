@@ -21,6 +21,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from ..errors import ArgumentValueError, InvalidArgumentError, UserInputError
 from ..validation import positive_int
+from .datasets import DataSource, data_source
 from .env import env_int
 from .recipes import BatchAndLr, check_recipe_keys, load_recipe, resolve_batch_and_lr, resolve_recipe
 
@@ -281,6 +282,7 @@ class TrainPlan:
     threads: Optional[int] = None
     threads_why: str = ''
     machine: List[str] = field(default_factory=list)  # what was chosen for this machine (device, workers), and why
+    data: Optional[DataSource] = None  # where train.py reads the data (None: this train.py takes no --data-dir)
 
     def describe(self) -> List[str]:
         """The plan: the model and its input size, the global batch and learning rate, the threads."""
@@ -292,6 +294,8 @@ class TrainPlan:
                  f'[pkmixer] global batch {plan.global_batch} = {plan.per_device_batch} per process × '
                  f'{processes} × {steps}; lr {plan.lr:.6g} ({plan.rule}); {args.opt}, {args.sched} schedule, '
                  f'{args.epochs} epochs']
+        if self.data is not None:
+            lines.append(f'[pkmixer] {self.data.describe()}')
         lines += [f'[pkmixer] {line}' for line in self.machine]
         if self.threads is not None:
             lines.append(f'[pkmixer] {self.threads} CPU thread{"s" if self.threads != 1 else ""} per process '
@@ -476,7 +480,17 @@ def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = 
                  f'other input size. Leave the size to the model{expand}', options.get(key, ()))
     n_threads, why = choose_threads(threads)
     return TrainPlan(module, argv, args, resolve_batch_and_lr(vars(args), world_size), world_size, model,
-                     input_size, source, n_threads, why, machine)
+                     input_size, source, n_threads, why, machine, _data_source(args, options))
+
+
+def _data_source(args: argparse.Namespace, options: Dict[str, List[str]]) -> Optional[DataSource]:
+    """Where this train.py reads the run's data (its ``--dataset``, ``--data-dir``/``--data``, the download and the
+    splits, as its ``create_dataset`` calls take them); None for a train.py without ``--data-dir``."""
+    if 'data_dir' not in options:
+        return None
+    root = getattr(args, 'data_dir', None) or getattr(args, 'data', None)
+    splits = (getattr(args, 'train_split', 'train'), getattr(args, 'val_split', 'validation'))
+    return data_source(getattr(args, 'dataset', ''), root, bool(getattr(args, 'dataset_download', False)), splits)
 
 
 def recipe_wandb_group(recipe: str) -> Optional[str]:
