@@ -6,6 +6,7 @@ torchvision downloads and reads STL-10; this writes its labelled ``train`` split
 its ``test`` split to ``DIR/validation/<class>/`` as PNG files, which timm's default (folder) dataset reads
 with ``--data-dir DIR``.
 """
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,8 +76,10 @@ def data_source(name: Optional[str], root: Optional[str], download: bool = False
     return DataSource(name, root, 'torchvision', download, _torchvision_present(name, root, splits[0]), tuple(splits))
 
 
+@functools.lru_cache(maxsize=16)
 def _torchvision_present(name: str, root: str, split: str) -> Optional[bool]:
-    """Whether torchvision finds `name` in `root` without downloading (None: it cannot tell)."""
+    """Whether torchvision finds `name` in `root` without downloading (None: it cannot tell); asked once per process
+    (`pkmixer launch` plans every recipe of a sweep, most on one dataset)."""
     from timm.data import create_dataset
     try:
         create_dataset(name, root=root or None, split=split, download=False)
