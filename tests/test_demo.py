@@ -1,13 +1,23 @@
-"""`pkmixer demo`: the shapes dataset, a run end to end, its CPU threads, and a reading that concludes only what
-it measured (the accuracies, the gap and its noise) and cites a committed depth study that says so."""
+"""`pkmixer demo`: Fashion-MNIST whenever it can be had, Synthetic Shapes (drawn from the seed) otherwise, saying
+which; a run end to end, reproducible (the same command and seed print the same numbers), its CPU threads, and a
+reading that concludes only what it measured (the mean accuracies over seeds, the gap and its noise: the seeds'
+spread and the validation sample) and cites a committed depth study that says so."""
+import hashlib
 import math
 import os
+import re
 
 import pytest
 
-from timm_pkmixer.experiments.demo import SHAPES, run_demo, write_shapes_dataset
+from timm_pkmixer.experiments.demo import DemoResult, accuracy_noise, reading, run_demo
+from timm_pkmixer.experiments.demo_data import SHAPES, write_shapes_dataset
+from timm_pkmixer.experiments.fashion_mnist import DEBIAN_DIR, DEBIAN_PACKAGE, FASHION_MNIST_FILES
 
 from conftest import ROOT
+
+DEBIAN = all((DEBIAN_DIR / f'{name}.gz').is_file() for name in FASHION_MNIST_FILES)
+needs_debian = pytest.mark.skipif(not DEBIAN, reason=f"Debian's {DEBIAN_PACKAGE} is not installed ({DEBIAN_DIR}): "
+                                                     f'as root, apt-get install {DEBIAN_PACKAGE}')
 
 
 def test_shapes_dataset(tmp_path):
@@ -19,7 +29,8 @@ def test_shapes_dataset(tmp_path):
 
 def test_demo_runs_end_to_end():
     lines = []
-    results = run_demo(models=['s_mixer_rp_s64c64_32'], epochs=2, train_per_class=8, batch_size=16, log=lines.append)
+    results = run_demo(models=['s_mixer_rp_s64c64_32'], data='shapes', epochs=2, seeds=1, train_per_class=8,
+                       batch_size=16, log=lines.append)
     (r,) = results
     assert r.model == 's_mixer_rp_s64c64_32' and r.width == 4096 and r.params == 76356
     assert math.isfinite(r.train_loss) and 0 <= r.val_acc <= 100
@@ -42,36 +53,130 @@ def test_demo_uses_the_idle_cores(monkeypatch):
     assert choose_threads(3) == (3, 'as requested')
 
 
+def runs(model: str, *accuracies: float, val_images: int = 300, classes: int = 4):
+    return [DemoResult(model, 76356, 4096, 0.5, acc, 1., classes, val_images, seed)
+            for seed, acc in enumerate(accuracies)]
+
+
 def test_demo_reading_follows_its_numbers():
-    from timm_pkmixer.experiments.demo import DemoResult, reading
-    rp = DemoResult('s_mixer_rp_s64c64_32', 76356, 4096, 0.6, 91.0, 30.)
-    normal = DemoResult('s_mixer_s64c64_32', 76356, 4096, 0.4, 96.3, 20.)
+    rp, normal = runs('s_mixer_rp_s64c64_32', 91.0, 91.0), runs('s_mixer_s64c64_32', 96.3, 96.3)
     assert 'trails the normal one by 5.3 points' in reading(rp, normal)
-    assert 'matched or beat the normal one here (+1.0 points)' in reading(
-        DemoResult(rp.model, 1, 4096, 0.5, 97.3, 1.), normal)
+    assert 'matched or beat the normal one here (+1.0 points)' in reading(runs(rp[0].model, 97.3, 97.3), normal)
 
 
-@pytest.mark.parametrize('rp_acc,normal_acc,expected', [
-    (36.0, 36.3, 'inconclusive. The models reached 36.0% (RP) and 36.3% (normal) against 25% by chance'),
-    (60.0, 95.0, 'inconclusive'),
-    (95.7, 96.3, '95.7% (RP) and 96.3% (normal): the RP S-Mixer trails the normal one by 0.6 points, within the noise '
-                 'of ±3.2 points on 300 validation images: no difference shown.'),
-    (90.0, 97.0, 'trails the normal one by 7.0 points, beyond the noise of ±4.0 points on 300 validation images, in '
-                 'one seed of a short run on this small task: a measurement, not a cause. Over 5 seeds and depths '
-                 '4-20 on the 8x8 digits, the committed depth study (benchmarks/digits/paper_experiments_results/depth/'
-                 'report.md) measured the RP S-Mixer ahead at every depth.'),
-    (96.0, 95.0, 'matched or beat the normal one here (+1.0 points), within the noise of ±3.4 points'),
-    (99.0, 85.0, 'matched or beat the normal one here (+14.0 points), beyond the noise of ±4.3 points'),
+def test_the_noise_covers_the_seeds_and_the_validation_sample():
+    """Two standard errors of the difference of the means: the seeds' pooled spread × (1/n_a + 1/n_b) and each
+    mean's binomial variance over its validation images; one seed per model measures no run-to-run variation."""
+    rp, normal = runs('rp', 80.0, 84.0, val_images=2000), runs('n', 81.0, 83.0, val_images=2000)
+    noise = accuracy_noise(rp, normal)
+    pooled = (2 ** 2 + 2 ** 2 + 1 + 1) / 2  # points², 2 degrees of freedom
+    assert noise.seeds == pytest.approx(2 * math.sqrt(pooled * (1 / 2 + 1 / 2)))
+    assert noise.sample == pytest.approx(200 * math.sqrt(2 * 0.82 * 0.18 / 2000))
+    assert noise.total == pytest.approx(math.hypot(noise.seeds, noise.sample))
+    single = accuracy_noise(rp[:1], normal[:1])
+    assert single.seeds is None and single.total is None and single.sample > 0
+
+
+@pytest.mark.parametrize('rp_accs,normal_accs,expected', [
+    ((36.0, 36.0), (36.3, 36.3), 'inconclusive. The models reached 36.0% (RP) and 36.3% (normal), the mean of 2 seeds '
+                                 'each against 25% by chance'),
+    ((60.0,), (95.0,), 'inconclusive'),
+    ((95.5, 95.9), (96.1, 96.5), '95.7% (RP) and 96.3% (normal), the mean of 2 seeds each: the RP S-Mixer trails the '
+                                 'normal one by 0.6 points, within the noise of ±3.2 points (two standard errors: ±0.6 '
+                                 "from the seeds' spread, ±3.2 from the 300 validation images): no difference shown."),
+    ((89.0, 91.0), (96.5, 97.5), 'trails the normal one by 7.0 points, beyond the noise of ±4.6 points (two standard '
+                                 "errors: ±2.2 from the seeds' spread, ±4.0 from the 300 validation images), in 2 "
+                                 'seeds of a short run on this small task: a measurement, not a cause. Over 5 seeds '
+                                 'and depths 4-20 on the 8x8 digits, the committed depth study (benchmarks/digits/'
+                                 'paper_experiments_results/depth/report.md) measured the RP S-Mixer ahead at every '
+                                 'depth.'),
+    ((90.0,), (97.0,), '90.0% (RP) and 97.0% (normal): the RP S-Mixer trails the normal one by 7.0 points; one seed '
+                       'per model does not measure the run-to-run variation (the 300 validation images alone give '
+                       '±4.0 points), so no difference is shown: two or more seeds measure it.'),
+    ((96.0, 96.0), (95.0, 95.0), 'matched or beat the normal one here (+1.0 points), within the noise of ±3.4 points'),
+    ((99.0, 99.0, 99.0), (85.0, 84.0, 86.0), 'the mean of 3 seeds each: the RP S-Mixer matched or beat the normal '
+                                             'one here (+14.0 points), beyond the noise of ±4.4 points (two standard '
+                                             "errors: ±1.2 from the seeds' spread, ±4.3 from the 300 validation "
+                                             'images), in 3 seeds'),
 ])
-def test_demo_concludes_only_what_it_measured(rp_acc, normal_acc, expected):
-    """The accuracies, the gap and its noise; no cause (one seed measures none) and nothing the committed depth
-    study contradicts (it measured RP ahead at every depth)."""
-    from timm_pkmixer.experiments.demo import DemoResult, reading
-    text = reading(DemoResult('s_mixer_rp_s64c64_32', 1, 4096, 0.5, rp_acc, 1.),
-                   DemoResult('s_mixer_s64c64_32', 1, 4096, 0.5, normal_acc, 1.))
-    assert expected in text
+def test_demo_concludes_only_what_it_measured(rp_accs, normal_accs, expected):
+    """The mean accuracies, the gap and its noise (seeds and sample); no cause (a short run measures none), nothing
+    without a measured run-to-run variation, and nothing the committed depth study contradicts (RP ahead at every
+    depth)."""
+    text = reading(runs('s_mixer_rp_s64c64_32', *rp_accs), runs('s_mixer_s64c64_32', *normal_accs))
+    assert expected in text, text
     assert not any(claim in text for claim in ('because', 'neighbours', 'catch up', 'usually trails', 'the paper'))
-    assert ('inconclusive' in text) == (min(rp_acc, normal_acc) < 62.5)
+    assert ('inconclusive' in text) == (min(sum(rp_accs) / len(rp_accs), sum(normal_accs) / len(normal_accs)) < 62.5)
+    assert ('beyond' in text) <= (len(rp_accs) > 1)  # one seed never concludes
+
+
+# ------------------------------------------------------------------------------ which data, and reproducibility
+
+def numbers(lines):
+    """The demo's output less what changes from run to run: times, and the temporary folder of the shapes."""
+    return [re.sub(r'\(\d+\.\d s\)|\d+\.\ds$|pkmixer-demo-\w+', '<varies>', line) for line in lines]
+
+
+def test_the_synthetic_shapes_are_a_function_of_the_seed(tmp_path):
+    def digest(root):
+        return hashlib.sha256(b''.join(p.read_bytes() for p in sorted(root.rglob('*.png')))).hexdigest()
+    for name, seed in (('a', 3), ('b', 3), ('c', 4)):
+        write_shapes_dataset(str(tmp_path / name), train_per_class=3, val_per_class=1, seed=seed)
+    assert digest(tmp_path / 'a') == digest(tmp_path / 'b') != digest(tmp_path / 'c')
+
+
+@pytest.mark.parametrize('data', ['shapes', pytest.param('fashion-mnist', marks=needs_debian)])
+def test_the_same_command_and_seed_print_the_same_numbers(tmp_path, data):
+    """Twice the same tiny demo (both models, two seeds each): every printed number equal; the seeds differ."""
+    from timm_pkmixer.experiments.demo_data import find_fashion_mnist
+    if data == 'fashion-mnist':
+        find_fashion_mnist(tmp_path / 'cache')  # prepared before both runs: each says "prepared earlier"
+    outputs = []
+    for _ in range(2):
+        lines = []
+        run_demo(data=data, cache_dir=str(tmp_path / 'cache'), epochs=2, seeds=2, train_per_class=4,
+                 val_per_class=3, batch_size=8, threads=1, seed=5, log=lines.append)
+        outputs.append(numbers(lines))
+    assert outputs[0] == outputs[1]
+    rows = [line.split() for line in outputs[0] if line.startswith('s_mixer')]
+    assert [(r[0], r[1]) for r in rows] == [('s_mixer_rp_s64c64_32', '5'), ('s_mixer_rp_s64c64_32', '6'),
+                                             ('s_mixer_s64c64_32', '5'), ('s_mixer_s64c64_32', '6')]
+    assert rows[0][4] != rows[1][4]  # the two seeds trained differently (train loss)
+
+
+@needs_debian
+def test_the_demo_trains_on_fashion_mnist_when_it_can_and_says_so(tmp_path):
+    lines = []
+    results = run_demo(models=['s_mixer_s64c64_32'], cache_dir=str(tmp_path / 'cache'), epochs=1, seeds=1,
+                       train_per_class=2, val_per_class=2, batch_size=8, threads=1, log=lines.append)
+    raw = tmp_path / 'cache' / 'fashion_mnist' / 'FashionMNIST' / 'raw'
+    assert lines[1] == (f"data: Fashion-MNIST ({raw}, from Debian's {DEBIAN_DIR}): 20 training images (the first 2 of "
+                        f'each of its 10 classes) and 20 validation images (the first 2 of each class of its test '
+                        f'set), 28 px resized to 32')
+    assert (results[0].num_classes, results[0].val_images) == (10, 20)
+    lines = []
+    run_demo(models=['s_mixer_s64c64_32'], cache_dir=str(tmp_path / 'cache'), epochs=1, seeds=1, train_per_class=2,
+             val_per_class=2, batch_size=8, threads=1, log=lines.append)
+    assert lines[1].startswith(f'data: Fashion-MNIST ({raw}, prepared earlier): 20 training images')
+
+
+def test_without_fashion_mnist_the_demo_trains_on_the_shapes_and_says_why(tmp_path, monkeypatch):
+    from torchvision.datasets import FashionMNIST
+
+    from timm_pkmixer.errors import InvalidArgumentError
+    from timm_pkmixer.experiments import fashion_mnist
+    monkeypatch.setattr(fashion_mnist, 'DEBIAN_DIR', tmp_path / 'no-debian')
+    monkeypatch.setattr(FashionMNIST, 'mirrors', ['http://127.0.0.1:9/'])  # no network: a refused connection
+    lines = []
+    results = run_demo(models=['s_mixer_s64c64_32'], cache_dir=str(tmp_path / 'cache'), epochs=1, seeds=1,
+                       train_per_class=2, batch_size=8, threads=1, seed=7, log=lines.append)
+    assert re.fullmatch(r"data: Synthetic Shapes \(circle, cross, square, triangle; 32x32 RGB, drawn from seed 7\) in "
+                        r".*pkmixer-demo-\w+ \(Fashion-MNIST cannot be had here: could not download Fashion-MNIST "
+                        r'into .*fashion_mnist \(RuntimeError: Error downloading .*Connection refused>\)\. Without a '
+                        r"network, install Debian's copy .*\): 8 training and 4 validation images", lines[1]), lines[1]
+    assert results[0].num_classes == 4
+    with pytest.raises(InvalidArgumentError, match='^data: Fashion-MNIST cannot be had here: no Fashion-MNIST here'):
+        run_demo(data='fashion-mnist', cache_dir=str(tmp_path / 'cache'), download=False, threads=1)
 
 
 def test_the_depth_study_the_demo_cites_measured_rp_ahead_at_every_depth():

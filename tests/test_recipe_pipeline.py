@@ -14,7 +14,7 @@ from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
 from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 
-from timm_pkmixer.experiments.demo import write_shapes_dataset
+from timm_pkmixer.experiments.demo_data import write_shapes_dataset
 from timm_pkmixer.experiments.recipes import load_recipe, resolve_batch_and_lr
 
 RECIPE = Path(__file__).resolve().parent.parent / 'train_recipes' / 'imagenet' / 'rp_mixer_b_w.yaml'

@@ -1,6 +1,9 @@
 """Recipes: every key is a train.py argument, the ImageNet values are Appendix C.5, the sweeps are the paper's;
 batch planning refuses an impossible batch."""
+import argparse
+import functools
 import math
+import os
 import re
 from pathlib import Path
 
@@ -203,3 +206,178 @@ def test_library_batch_planning_refuses_a_global_batch_of_zero(cfg, world_size, 
     with pytest.raises(InvalidArgumentError) as e:
         resolve_batch_and_lr(cfg, world_size)
     assert str(e.value) == message and '--' not in str(e.value)
+
+
+# ------------------------------------------------------------------------------------------- augmentation, as trained
+
+REAL_TRAIN_PY = os.environ.get('TIMM_TRAIN_PY')  # read before a fixture clears it
+# train.py's defaults (timm 1.x) of what its train transform and data config read; checked against the real
+# train.py where TIMM_TRAIN_PY is set (test_train_py_transform_defaults_are_train_py_s)
+TRAIN_PY_TRANSFORM_DEFAULTS = dict(
+    no_aug=False, reprob=0.0, remode='pixel', recount=1, resplit=False, train_crop_mode=None, scale=[0.08, 1.0],
+    ratio=[3 / 4, 4 / 3], hflip=0.5, vflip=0.0, color_jitter=0.4, color_jitter_prob=None, grayscale_prob=None,
+    gaussian_blur_prob=None, aa=None, aug_repeats=0, aug_splits=0, train_interpolation='random', interpolation='',
+    no_prefetcher=False, mean=None, std=None, crop_pct=None, img_size=None, input_size=None,
+    in_chans=None, num_classes=None, model_kwargs={})
+C4_RECIPES = [RECIPES / ds / f's_mixer_{fig}.yaml' for ds in ('cifar10', 'cifar100', 'stl10')
+              for fig in ('fig5', 'fig6', 'fig7')] + sorted((RECIPES / 'fashion_mnist').glob('s_mixer_*.yaml'))
+
+
+def train_py_args(recipe: Path) -> argparse.Namespace:
+    """train.py's arguments for `recipe` alone: parsed by the real train.py where TIMM_TRAIN_PY is set, else the
+    recipe over train.py's defaults."""
+    if REAL_TRAIN_PY:
+        from timm_pkmixer.experiments.train_py import _resolve, load_train_py
+        return _resolve(load_train_py(Path(REAL_TRAIN_PY)), [REAL_TRAIN_PY, '--config', str(recipe)])
+    return argparse.Namespace(**{**TRAIN_PY_TRANSFORM_DEFAULTS, **load_recipe(str(recipe))})
+
+
+def train_transform(recipe: Path):
+    """The transform train.py gives its training set for `recipe`: its data config (`resolve_data_config` of its
+    arguments and the model), its train interpolation and its `create_loader` keywords, as train.py passes them."""
+    import torch
+    from timm.data import create_loader, resolve_data_config
+
+    args = train_py_args(recipe)
+    extra = {k: v for k, v in (('num_classes', args.num_classes), ('in_chans', args.in_chans)) if v is not None}
+    model = timm.create_model(args.model, device='meta', **extra, **(args.model_kwargs or {}))
+    data_config = resolve_data_config(vars(args), model=model)
+    interpolation = data_config['interpolation'] if args.no_aug or not args.train_interpolation \
+        else args.train_interpolation
+
+    class OneImage(torch.utils.data.Dataset):
+        transform = None
+
+        def __len__(self):
+            return 1
+
+    dataset = OneImage()
+    create_loader(dataset, input_size=data_config['input_size'], batch_size=1, is_training=True, no_aug=args.no_aug,
+                  re_prob=args.reprob, re_mode=args.remode, re_count=args.recount, re_split=args.resplit,
+                  train_crop_mode=args.train_crop_mode, scale=args.scale, ratio=args.ratio, hflip=args.hflip,
+                  vflip=args.vflip, color_jitter=args.color_jitter, color_jitter_prob=args.color_jitter_prob,
+                  grayscale_prob=args.grayscale_prob, gaussian_blur_prob=args.gaussian_blur_prob,
+                  auto_augment=args.aa, num_aug_repeats=args.aug_repeats, num_aug_splits=args.aug_splits,
+                  interpolation=interpolation, num_workers=0, mean=data_config['mean'], std=data_config['std'],
+                  use_prefetcher=not args.no_prefetcher, device=torch.device('cpu'))
+    return dataset.transform
+
+
+# C.4: "random crop and horizontal flip": timm's `rkrr` crop (rescale, then crop or pad), the flip, and the
+# conversion to a tensor (and the normalisation, where the prefetcher does not do it)
+CROP_AND_FLIP = {'ResizeKeepRatio', 'RandomCropOrPad', 'RandomHorizontalFlip', 'MaybeToTensor', 'MaybePILToTensor',
+                 'ToNumpy', 'Normalize'}
+
+
+@pytest.mark.parametrize('path', C4_RECIPES, ids=lambda p: f'{p.parent.name}/{p.stem}')
+def test_c4_recipes_train_with_random_crop_and_flip_only(path):
+    """C.4 trains with random crop and horizontal flip only; train.py's default colour jitter (0.4) would add a
+    ColorJitter of brightness, contrast and saturation 0.6 … 1.4 to every C.4 recipe that does not switch it off
+    (timm adds a ColorJitter of nothing for color_jitter 0: it changes no pixel)."""
+    from torchvision.transforms import ColorJitter
+    steps = train_transform(path).transforms
+    jitters = [t for t in steps if isinstance(t, ColorJitter)]
+    assert all((t.brightness, t.contrast, t.saturation, t.hue) == (None, None, None, None) for t in jitters), jitters
+    assert {type(t).__name__ for t in steps if not isinstance(t, ColorJitter)} <= CROP_AND_FLIP, steps
+    assert any(type(t).__name__ == 'RandomHorizontalFlip' and t.p == 0.5 for t in steps)
+    assert any(type(t).__name__ == 'RandomCropOrPad' for t in steps)
+
+
+@pytest.mark.skipif(not REAL_TRAIN_PY, reason="TIMM_TRAIN_PY is not set: timm's train.py is not in the timm wheel")
+def test_train_py_transform_defaults_are_train_py_s():
+    from timm_pkmixer.experiments.train_py import load_train_py
+    defaults = {a.dest: a.default for a in load_train_py(Path(REAL_TRAIN_PY)).parser._actions}
+    assert {k: defaults[k] for k in TRAIN_PY_TRANSFORM_DEFAULTS} == TRAIN_PY_TRANSFORM_DEFAULTS
+
+
+@pytest.mark.parametrize('recipe,figure', [('cifar10/s_mixer_fig6', 'fig6-cifar10'),
+                                           ('stl10/s_mixer_fig6', 'fig6-stl10'), ('imagenet/pk_mixer_b_w', 'fig6d')])
+def test_hard_aug_readings_say_what_the_recipes_do(tmp_path, recipe, figure):
+    """Fig. 6's "hard aug." readings describe the recipes the sweep writes: blank keeps the base recipe's own
+    augmentation (C.4's crop and flip; C.5's RandAugment, mixup/cutmix and erasing on ImageNet), autoaugment sets
+    AutoAugment (added to C.4's crop and flip; in place of C.5's RandAugment, the rest kept)."""
+    from timm_pkmixer.experiments.sweep_tables import FIGURES
+    blank, autoaugment = next(d for d in FIGURES[figure].disagreements if d.key == 'hard-aug').readings
+    aug_keys = ('aa', 'color_jitter', 'mixup', 'cutmix', 'reprob')
+
+    def written(reading):
+        paths = write_sweep(recipe, str(tmp_path / reading), seeds=(0,), permutations=('normal',), figure=figure,
+                            readings={'hard-aug': reading})
+        cfgs = [yaml.safe_load(p.read_text()) for p in paths]
+        return {tuple(c.get(k) for k in aug_keys) for c in cfgs}
+
+    (aa, jitter, mixup, cutmix, reprob), = written('blank')
+    if figure == 'fig6d':  # C.5
+        assert (aa, mixup, cutmix, reprob) == ('rand-m9-mstd0.5-inc1', 0.8, 1.0, 0.25)
+        assert f'RandAugment {aa}, mixup {mixup} / cutmix {cutmix}, random erasing {reprob}' in blank.says
+        assert 'crop and horizontal flip only' not in blank.says
+        assert "in place of C.5's RandAugment" in autoaugment.says
+    else:  # C.4
+        assert (aa, jitter, mixup, cutmix, reprob) == (None, 0.0, 0.0, 0.0, 0.0)
+        assert "C.4's random crop and horizontal flip only (no colour jitter: color_jitter 0)" in blank.says
+        assert 'added to the crop and flip' in autoaugment.says
+    assert written('autoaugment') == {('original', jitter, mixup, cutmix, reprob)}  # AutoAugment; the rest kept
+
+
+# ------------------------------------------------------------------------- docs/analyses.md: the Fig. 2 and 4 loops
+
+def doc_train_commands(tmp_path) -> list:
+    """The `pkmixer train` commands of the GPU loops of docs/analyses.md, as bash expands them (pkmixer recorded,
+    not run; `python` is this interpreter): one argv (after `train`) per command."""
+    import subprocess
+    import sys
+    text = (ROOT / 'docs' / 'analyses.md').read_text(encoding='utf-8')
+    section = text[text.index('## GPU recipes and commands: Fig. 2 and Fig. 4'):]
+    script = section[section.index('```bash\n') + 8:section.index('\n```', section.index('```bash\n'))]
+    log = tmp_path / 'calls'
+    prelude = (f'pkmixer() {{ local IFS=$\'\\x1f\'; printf "%s\\n" "$*" >> {log}; }}\n'
+               f'python() {{ {sys.executable} "$@"; }}\n')
+    subprocess.run(['bash', '-euc', prelude + script], check=True, timeout=120)
+    calls = [line.split('\x1f') for line in log.read_text().splitlines()]
+    return [argv[1:] for argv in calls if argv[0] == 'train']
+
+
+def built_record(model: str, kwargs: dict, seed: int) -> tuple:
+    """What `pkmixer train` builds for `model`, `kwargs` and `--seed`: the model's canonical record (floats to 12
+    digits) and its mask_seed, which follows the seed unless given (SW-MLPs; None for other models)."""
+    mask_seed = kwargs.get('mask_seed', seed) if model.startswith('sw_mlp') else None
+    rest = tuple(sorted((k, repr(v)) for k, v in kwargs.items() if k != 'mask_seed'))
+    return model, _record(model, rest), mask_seed
+
+
+@functools.cache
+def _record(model: str, kwargs: tuple) -> tuple:
+    import ast
+    record = timm.create_model(model, device='meta', num_classes=10,
+                               **{k: ast.literal_eval(v) for k, v in kwargs}).model_args
+    return tuple((k, float(f'{v:.12g}') if isinstance(v, float) else v) for k, v in record.items() if k != 'mask_seed')
+
+
+def test_the_docs_fig2_and_fig4_loops_build_what_the_sweeps_build(tmp_path):
+    """docs/analyses.md's loops train, seed for seed, the models `pkmixer sweep cifar10/mixer_fig2_fig4` writes for
+    Fig. 2 and Fig. 4 (left) — the skip layer at S = S0 (A.2.4), the SW-MLPs' per-patch FC and block — with the
+    recipe's training, as the sweep's recipes."""
+    from timm.utils import ParseKwargs
+
+    from timm_pkmixer.experiments.sweep_plan import plan_sweep
+    parser = argparse.ArgumentParser()
+    parser.add_argument('recipe')
+    parser.add_argument('--model', default=None)
+    parser.add_argument('--model-kwargs', nargs='*', default=None, action=ParseKwargs)
+    parser.add_argument('--seed', type=int)
+    parser.add_argument('--experiment')
+    doc = {'fig2': [], 'fig4': []}
+    for argv in doc_train_commands(tmp_path):
+        args, rest = parser.parse_known_args(argv)
+        assert rest == ['--output', 'runs'], rest  # the recipe's training, nothing overridden
+        base = load_recipe(str(RECIPES / f'{args.recipe}.yaml'))
+        kwargs = base['model_kwargs'] if args.model_kwargs is None else args.model_kwargs  # train.py: replaced
+        doc[args.experiment[:4]].append((args.recipe, built_record(args.model or base['model'], kwargs, args.seed)))
+    for figure, n_seeds in (('fig2', 3), ('fig4', 4)):
+        plan = plan_sweep('cifar10/mixer_fig2_fig4', figure=figure)
+        assert all(not p.recipe for p in plan.points)  # the sweep's recipes train as the base recipe
+        sweep = [('cifar10/mixer_fig2_fig4', built_record(p.model, p.model_kwargs, seed))
+                 for seed in range(n_seeds) for p in plan.points]
+        assert sorted(doc[figure]) == sorted(sweep), figure
+    skip = [dict(record)['skip_layer'] for _, (model, record, _) in doc['fig4'] if model.startswith('pk_mixer')]
+    assert skip and all(skip)  # A.2.4: the skip layer in every point of Fig. 4, S = S0 = 64 included

@@ -433,3 +433,87 @@ def test_torchrun_variables_that_are_not_integers_are_named(tiny_run, cli, monke
     code, out, err = cli('train', '--train-py', MINI_TRAIN_PY, tiny_run / 'r.yaml', '--dry-run', '--device', 'cpu')
     assert code == 2 and err.startswith('pkmixer train: error: ') and message in err, err
     assert not (tiny_run / 'runs').exists()
+
+
+@pytest.mark.parametrize('argv,env,message', [
+    (['--device', 'CUDA'], {}, "--device 'CUDA' is not a device train.py can train on; use cpu, cuda or cuda:N "
+                               "(where CUDA is available), mps, xpu, npu or hpu (where torch has one) (lowercase)"),
+    (['--device', 'meta'], {}, "--device 'meta' holds no data, so nothing can train on it; use cpu, cuda or cuda:N"),
+    (['--device', ''], {}, "--device '' is not a device train.py can train on; use cpu, cuda or cuda:N"),
+    (['--device', 'mps'], {}, '--device mps is not available on this machine (torch sees no such device); use cpu'),
+    (['--device', 'cpu', '-j', '-1'], {}, '-j/--workers must be a non-negative integer (0 loads in the main '
+                                          'process), got -1'),
+    (['--device', 'cpu'], {'WORLD_SIZE': '2', 'RANK': '5'},
+     'environment variable RANK=5 is not a rank of WORLD_SIZE=2: it must be 0 … 1 (as torchrun sets them)'),
+    (['--device', 'cpu'], {'RANK': '1'}, 'environment variable RANK=1 is not a rank of WORLD_SIZE=1: it must be 0 … 0'),
+])
+def test_train_refuses_a_device_workers_or_rank_that_cannot_work(tiny_run, cli, monkeypatch, argv, env, message):
+    """Each would otherwise reach train.py and end in a traceback (torch.device's RuntimeError, a DataLoader's
+    ValueError, a process group that never forms): refused in the dry run, naming the flag or variable."""
+    import torch
+    if torch.backends.mps.is_available() and 'mps' in argv:
+        pytest.skip('this machine has an MPS device')
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code, out, err = cli('train', '--train-py', MINI_TRAIN_PY, tiny_run / 'r.yaml', *argv, '--dry-run')
+    assert code == 2 and err.startswith(f'pkmixer train: error: {message}'), err
+    assert out == '' and not (tiny_run / 'runs').exists()
+
+
+@pytest.mark.parametrize('argv', [['--device', 'cpu', '-j', '0'], ['--device', 'cpu:0']])
+def test_train_accepts_zero_workers_and_an_indexed_cpu(tiny_run, cli, argv):
+    code, out, err = cli('train', '--train-py', MINI_TRAIN_PY, tiny_run / 'r.yaml', *argv, '--dry-run')
+    assert code == 0, err
+
+
+# ------------------------------------------------------------------------------------- SW-MLP masks follow --seed
+
+SW_RECIPE = textwrap.dedent('''
+    model: sw_mlp_o18_32
+    model_kwargs: {img_size: 8, patch_size: 4, embed_dim: 4, width: 16, num_blocks: 1, density: 0.5}
+    num_classes: 2
+    img_size: 8
+    batch_size: 2
+    epochs: 1
+''')
+
+
+def sw_masks(tiny_run, *argv):
+    """The plan of `pkmixer train` for an SW-MLP recipe with `argv`, and the masks of the model it builds."""
+    import torch
+
+    from timm_pkmixer.experiments.train_py import prepare_train
+    (tiny_run / 'sw.yaml').write_text(SW_RECIPE + f'data_dir: {tiny_run / "data"}\noutput: {tiny_run / "runs"}\n')
+    plan = prepare_train(str(tiny_run / 'sw.yaml'), ['--device', 'cpu', *argv], str(MINI_TRAIN_PY))
+    model = timm.create_model(plan.args.model, num_classes=2, **plan.args.model_kwargs)
+    return plan, torch.cat([b.flatten() for n, b in model.named_buffers() if n.endswith('mask')])
+
+
+def test_sw_mlp_masks_follow_the_training_seed_unless_mask_seed_is_given(tiny_run):
+    """`--seed 3` and `--seed 4` train different masks (as different weights): mask_seed follows train.py's seed,
+    passed on as a model argument, so args.yaml records it and push, analyze and validate rebuild the same masks;
+    an explicit mask_seed (recipe or command line) fixes them."""
+    plan3, masks3 = sw_masks(tiny_run, '--seed', '3')
+    plan4, masks4 = sw_masks(tiny_run, '--seed', '4')
+    assert (plan3.args.model_kwargs['mask_seed'], plan4.args.model_kwargs['mask_seed']) == (3, 4)
+    assert not (masks3 == masks4).all()
+    assert plan3.args.model_kwargs == {'img_size': 8, 'patch_size': 4, 'embed_dim': 4, 'width': 16, 'num_blocks': 1,
+                                       'density': 0.5, 'mask_seed': 3}  # the recipe's kept
+    assert "[pkmixer] mask_seed 3: train.py's --seed (the masks differ from seed to seed; --model-kwargs " \
+           "mask_seed=N fixes them)" in plan3.describe()
+    _, default = sw_masks(tiny_run)  # train.py's default seed (42)
+    assert not (default == masks3).all()
+    fixed = ['--model-kwargs', 'img_size=8', 'patch_size=4', 'embed_dim=4', 'width=16', 'num_blocks=1',
+             'density=0.5', 'mask_seed=7']
+    plan_a, fixed_a = sw_masks(tiny_run, '--seed', '3', *fixed)
+    plan_b, fixed_b = sw_masks(tiny_run, '--seed', '4', *fixed)
+    assert (fixed_a == fixed_b).all() and plan_a.args.model_kwargs['mask_seed'] == 7
+    assert not any('mask_seed' in line for line in plan_a.describe()[3:])
+
+
+def test_the_seeded_mask_is_what_the_run_records(tiny_run, cli):
+    sw_masks(tiny_run)  # writes sw.yaml
+    code, out, err = cli('train', '--train-py', MINI_TRAIN_PY, tiny_run / 'sw.yaml', '--device', 'cpu', '--seed', '5')
+    assert code == 0, err
+    saved = yaml.safe_load((tiny_run / 'runs' / 'sw_mlp_o18_32' / 'args.yaml').read_text())
+    assert saved['seed'] == 5 and saved['model_kwargs']['mask_seed'] == 5

@@ -23,7 +23,8 @@ def run_fashion_mnist(args: argparse.Namespace) -> int:
             prepared = prepare_fashion_mnist(args.out_dir, args.source, download=not args.no_download)
     except FashionMnistError as e:  # the library's `source` argument, within a sentence, is this command's --source
         raise FashionMnistError(str(e).replace('as `source`', 'with --source')) from None
-    origin = {'debian': "Debian's dataset-fashion-mnist", 'folder': 'the folder', 'already prepared': 'checked in',
+    origin = {'debian': "Debian's dataset-fashion-mnist", 'folder': 'the folder',
+              'already prepared': 'already prepared, checked and kept:',
               'torchvision download': "torchvision's download from"}[prepared.source]
     print(f'{fashion_mnist_raw_dir(prepared.root)}: Fashion-MNIST, {prepared.counts["train"]} train and '
           f'{prepared.counts["test"]} test images, 10 classes ({origin} {prepared.origin})')

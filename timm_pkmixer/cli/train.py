@@ -42,6 +42,9 @@ def run(args: argparse.Namespace) -> int:
         if args.dry_run:
             print('[pkmixer] dry run: the plan above was checked; train.py was not started', flush=True)
     if not args.dry_run:
+        if plan.data is not None:
+            from ..experiments.datasets import fetch_data
+            fetch_data(plan.data)  # a download done, or refused in one line, before train.py starts
         try:
             run_train(plan)
         except Exception:  # train.py's own failure, whatever its type: its traceback, as train.py prints it

@@ -1,15 +1,121 @@
-"""`pkmixer prepare-stl10 DIR`: STL-10 as an ImageFolder for train.py (timm has no ``torch/stl10``).
+"""Datasets for train.py: where a run's data come from (:func:`data_source`, what `pkmixer train` prints in its
+plan, and :func:`fetch_data`, which gets a download done before train.py starts, failing in one line), and
+`pkmixer prepare-stl10 DIR`: STL-10 as an ImageFolder (timm has no ``torch/stl10``).
 
 torchvision downloads and reads STL-10; this writes its labelled ``train`` split to ``DIR/train/<class>/`` and
 its ``test`` split to ``DIR/validation/<class>/`` as PNG files, which timm's default (folder) dataset reads
 with ``--data-dir DIR``.
 """
+import functools
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence
 
 from ..errors import UserInputError
+from .fashion_mnist import FASHION_MNIST_FILES, fashion_mnist_raw_dir, network_timeout
 
-__all__ = ['export_image_folder', 'prepare_stl10', 'write_digits_image_folder']
+__all__ = ['export_image_folder', 'prepare_stl10', 'write_digits_image_folder', 'DataSource', 'DataUnavailableError',
+           'data_source', 'fetch_data', 'OWN_DATA']
+
+# how to train a recipe on data one has, said wherever a dataset cannot be had (train.py's own flags)
+OWN_DATA = ("train on an image folder you have instead: --dataset '' --data-dir DIR --num-classes N (DIR/train/<class>/"
+            "…, DIR/validation/<class>/…)")
+class DataUnavailableError(UserInputError, FileNotFoundError):
+    """A run's dataset is not there and cannot be had (no such folder, no network for a download); the message says
+    how to get it, or how to train on data one has."""
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """Where train.py reads a run's data: its ``--dataset`` (`name`), ``--data-dir`` (`root`), whether it would
+    download (`download`), the kind (``folder``: an image folder; ``fashion-mnist``: torchvision's layout, as
+    `pkmixer prepare-fashion-mnist` writes it; ``torchvision``: another of torchvision's datasets; ``other``: a timm
+    reader, e.g. ``hfds/``) and whether it is there (`present`; None when that is not known without train.py)."""
+    name: str
+    root: str
+    kind: str
+    download: bool
+    present: Optional[bool]
+    splits: tuple = ('train', 'validation')
+
+    def describe(self) -> str:
+        """One line: what the dataset is, where it comes from, and what happens when it is not there."""
+        root = self.root or "'' (no --data-dir given)"
+        if self.kind == 'folder':
+            return (f'dataset: an image folder, {root} (sub-folders {self.splits[0]}/ and {self.splits[1]}/, one '
+                    f'folder per class)' + ('' if self.present else ': no such folder'))
+        if self.kind == 'other':
+            return f'dataset: {self.name} from {root} (read by timm\'s reader)'
+        what = ('Fashion-MNIST (torchvision\'s FashionMNIST), ' + str(Path(self.root) / 'FashionMNIST' / 'raw')
+                if self.kind == 'fashion-mnist' else f'{self.name} (torchvision\'s) in {root}')
+        if self.present:
+            return f'dataset: {what} (there)'
+        if self.download:
+            return (f'dataset: {what}: not there yet, torchvision downloads it (a network is needed; without one, '
+                    f'{OWN_DATA})')
+        way = (f'pkmixer prepare-fashion-mnist {root} writes it' if self.kind == 'fashion-mnist'
+               else '--dataset-download fetches it')
+        return f'dataset: {what}: not there ({way}; or {OWN_DATA})'
+
+
+def data_source(name: Optional[str], root: Optional[str], download: bool = False,
+                splits: Sequence[str] = ('train', 'validation')) -> DataSource:
+    """Where train.py's ``create_dataset(name, root, …)`` reads: a torchvision dataset is looked for in `root` as
+    torchvision does (without downloading), an image folder by its folder."""
+    name, root = name or '', root or ''
+    prefix, sep, rest = name.partition('/')
+    if not sep or prefix.lower() == 'folder':
+        return DataSource(name, root, 'folder', False, bool(root) and os.path.isdir(root), tuple(splits))
+    if prefix.lower() != 'torch':
+        return DataSource(name, root, 'other', download, None, tuple(splits))
+    if rest.lower() == 'fashion_mnist':
+        raw = fashion_mnist_raw_dir(Path(root))
+        present = all((raw / f).is_file() for f in FASHION_MNIST_FILES)
+        return DataSource(name, root, 'fashion-mnist', download, present, tuple(splits))
+    return DataSource(name, root, 'torchvision', download, _torchvision_present(name, root, splits[0]), tuple(splits))
+
+
+@functools.lru_cache(maxsize=16)
+def _torchvision_present(name: str, root: str, split: str) -> Optional[bool]:
+    """Whether torchvision finds `name` in `root` without downloading (None: it cannot tell); asked once per process
+    (`pkmixer launch` plans every recipe of a sweep, most on one dataset)."""
+    from timm.data import create_dataset
+    try:
+        create_dataset(name, root=root or None, split=split, download=False)
+    except RuntimeError:  # torchvision: "Dataset not found or corrupted. You can use download=True …"
+        return False
+    except Exception:  # noqa: BLE001  (anything else: train.py will report it)
+        return None
+    return True
+
+
+def fetch_data(source: DataSource) -> None:
+    """Before train.py starts: get a torchvision download done (both splits, as train.py asks for them) or refuse in
+    one line; refuse an image folder or a Fashion-MNIST folder that is not there, saying how to get one.
+
+    Raises:
+        DataUnavailableError: the data are not there and cannot be had here.
+    """
+    if source.kind == 'folder' and not source.present:
+        root = source.root or "''"
+        raise DataUnavailableError(f"--data-dir {root}: no such folder (the run's dataset is an image folder: give "
+                                   f'the folder holding {source.splits[0]}/ and {source.splits[1]}/)')
+    if source.kind not in ('fashion-mnist', 'torchvision') or source.present:
+        return
+    if not source.download:
+        raise DataUnavailableError(source.describe().replace('dataset: ', f'dataset {source.name}: ', 1))
+    from timm.data import create_dataset
+    try:
+        with network_timeout():
+            for split in source.splits:
+                create_dataset(source.name, root=source.root or None, split=split, download=True)
+    except (OSError, RuntimeError) as e:  # no network (URLError), a refused connection, a bad checksum
+        reason = ' '.join(str(e).split())
+        way = f'pkmixer prepare-fashion-mnist {source.root or "DIR"}, or ' if source.kind == 'fashion-mnist' else ''
+        raise DataUnavailableError(f'dataset {source.name}: could not download it into {source.root or "."} '
+                                   f'({type(e).__name__}: {reason}). Without a network, {way}{OWN_DATA}') from None
+
 
 
 PROGRESS_EVERY = 1000  # images written between two progress lines

@@ -1,13 +1,14 @@
-"""`pkmixer demo`: train an RP S-Mixer and its normal twin for about a minute on the CPU.
+"""`pkmixer demo`: train an RP S-Mixer and its normal twin on the CPU, on Fashion-MNIST whenever it can be had.
 
-With no data it writes *Synthetic Shapes*, a small ImageFolder of 32×32 RGB images of four
-classes (circle, square, triangle, cross) drawn with random size, position and colours on a
-noisy background, to a temporary directory. Training uses timm's own pieces: dataset, loader
-and augmentation (random resized crop, flip), AdamW, a warm-up cosine schedule and label
-smoothing. ``--data-dir`` runs the same on any ImageFolder with ``train/`` and ``validation/``.
+The data (:mod:`.demo_data`): Fashion-MNIST, prepared once under a cache folder (Debian's files, torchvision's
+download) and trained on a class-balanced subset; Synthetic Shapes, drawn from the seed, where Fashion-MNIST cannot be
+had; or any ImageFolder (``data_dir``). The first line says which. Training uses timm's own pieces: dataset, loader
+and augmentation, AdamW, a warm-up cosine schedule and label smoothing. Each model is trained with `seeds` seeds
+(``seed``, ``seed + 1``, …), so that the reading's noise covers the run-to-run variation as well as the validation
+sample. Reproducible: Python's, numpy's and torch's generators are seeded per run and the data are a function of the
+seed, so the same command and seed print the same numbers (with the same threads, which the first line shows).
 """
 import math
-import os
 import random
 import tempfile
 import time
@@ -16,47 +17,14 @@ from typing import Callable, List, Optional, Sequence
 
 from ..errors import InvalidArgumentError
 from ..validation import positive_int
+from .demo_data import SHAPES, DemoData, choose_demo_data
 from .threads import choose_threads
 
-__all__ = ['DEFAULT_MODELS', 'SHAPES', 'write_shapes_dataset', 'DemoResult', 'run_demo', 'learned_threshold',
-           'accuracy_noise', 'reading']
+__all__ = ['DEFAULT_MODELS', 'DATA_CHOICES', 'DemoResult', 'Noise', 'run_demo', 'learned_threshold', 'accuracy_noise',
+           'reading']
 
 DEFAULT_MODELS = ('s_mixer_rp_s64c64_32', 's_mixer_s64c64_32')
-SHAPES = ('circle', 'cross', 'square', 'triangle')
-
-
-def _draw_shape(shape: str, rng: random.Random, size: int = 32):
-    from PIL import Image, ImageDraw
-    bg = tuple(rng.randrange(0, 120) for _ in range(3))
-    fg = tuple(rng.randrange(135, 256) for _ in range(3))
-    img = Image.new('RGB', (size, size), bg)
-    draw = ImageDraw.Draw(img)
-    r = rng.uniform(0.2, 0.38) * size
-    cx, cy = rng.uniform(r, size - r), rng.uniform(r, size - r)
-    if shape == 'circle':
-        draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=fg)
-    elif shape == 'square':
-        draw.rectangle([cx - r, cy - r, cx + r, cy + r], fill=fg)
-    elif shape == 'triangle':
-        draw.polygon([(cx, cy - r), (cx - r, cy + r), (cx + r, cy + r)], fill=fg)
-    else:
-        w = max(2, int(r / 2.5))
-        draw.rectangle([cx - r, cy - w, cx + r, cy + w], fill=fg)
-        draw.rectangle([cx - w, cy - r, cx + w, cy + r], fill=fg)
-    noise = Image.effect_noise((size, size), 24).convert('RGB')
-    return Image.blend(img, noise, 0.15)
-
-
-def write_shapes_dataset(root: str, train_per_class: int = 300, val_per_class: int = 75, seed: int = 0) -> str:
-    """Write Synthetic Shapes as ``root/{train,validation}/<class>/<i>.png``; returns `root`."""
-    rng = random.Random(seed)
-    for split, count in (('train', train_per_class), ('validation', val_per_class)):
-        for shape in SHAPES:
-            folder = os.path.join(root, split, shape)
-            os.makedirs(folder, exist_ok=True)
-            for i in range(count):
-                _draw_shape(shape, rng).save(os.path.join(folder, f'{i:04d}.png'))
-    return root
+DATA_CHOICES = ('auto', 'fashion-mnist', 'shapes')  # auto: Fashion-MNIST when it can be had, else the shapes
 
 
 @dataclass
@@ -68,49 +36,48 @@ class DemoResult:
     val_acc: float
     seconds: float
     num_classes: int = len(SHAPES)
-    val_images: int = 75 * len(SHAPES)  # the default demo's validation set
+    val_images: int = 75 * len(SHAPES)  # the default shapes' validation set
+    seed: int = 0
 
 
-def _split_dir(root: str, names: Sequence[str]) -> str:
-    for name in names:
-        if os.path.isdir(os.path.join(root, name)):
-            return os.path.join(root, name)
-    raise FileNotFoundError(f'{root} has none of the folders {list(names)}')
-
-
-def _train_one(name: str, train_dir: str, val_dir: str, epochs: int, batch_size: int, lr: float,
-               seed: int, log) -> DemoResult:
-    import timm
+def _seed_everything(seed: int) -> None:
+    """Python's ``random`` (timm's crops), numpy's and torch's generators (weights, shuffling, flips)."""
+    import numpy as np
     import torch
-    from timm.data import create_dataset, create_loader, resolve_data_config
+    random.seed(seed)
+    np.random.seed(seed % 2 ** 32)
+    torch.manual_seed(seed)
+
+
+def _loaders(model, data: DemoData, batch_size: int):
+    from timm.data import create_loader, resolve_data_config
+    cfg = resolve_data_config(model=model)
+    mean, std = data.mean or cfg['mean'], data.std or cfg['std']
+    common = dict(input_size=cfg['input_size'], interpolation=cfg['interpolation'], mean=mean, std=std,
+                  crop_pct=cfg['crop_pct'], num_workers=0, use_prefetcher=False, persistent_workers=False)
+    train = create_loader(data.train, batch_size=batch_size, is_training=True, **data.augmentation, **common)
+    val = create_loader(data.val, batch_size=2 * batch_size, is_training=False, **common)
+    return train, val
+
+
+def _train_one(name: str, data: DemoData, epochs: int, batch_size: int, lr: float, seed: int, log) -> DemoResult:
+    import timm
     from timm.loss import LabelSmoothingCrossEntropy
     from timm.optim import create_optimizer_v2
     from timm.scheduler import create_scheduler_v2
 
-    torch.manual_seed(seed)
-    train_set = create_dataset('', root=train_dir, split='train', is_training=True)
-    val_set = create_dataset('', root=val_dir, split='validation')
-    num_classes = len(train_set.reader.class_to_idx)
-    model = timm.create_model(name, num_classes=num_classes)
-    cfg = resolve_data_config(model=model)
-    train_loader = create_loader(
-        train_set, input_size=cfg['input_size'], batch_size=batch_size, is_training=True, scale=(0.6, 1.0),
-        hflip=0.5, interpolation=cfg['interpolation'], mean=cfg['mean'], std=cfg['std'],
-        crop_pct=cfg['crop_pct'], num_workers=0, use_prefetcher=False, persistent_workers=False)
-    val_loader = create_loader(
-        val_set, input_size=cfg['input_size'], batch_size=2 * batch_size, is_training=False,
-        interpolation=cfg['interpolation'], mean=cfg['mean'], std=cfg['std'], crop_pct=cfg['crop_pct'],
-        num_workers=0, use_prefetcher=False, persistent_workers=False)
+    _seed_everything(seed)
+    model = timm.create_model(name, num_classes=data.num_classes, in_chans=data.in_chans)
+    train_loader, val_loader = _loaders(model, data, batch_size)
     optimizer = create_optimizer_v2(model, 'adamw', lr=lr, weight_decay=0.05)
-    scheduler, _ = create_scheduler_v2(optimizer, 'cosine', num_epochs=epochs, warmup_epochs=1,
-                                       warmup_lr=lr / 10, min_lr=lr / 100)
+    scheduler, _ = create_scheduler_v2(optimizer, 'cosine', num_epochs=epochs, warmup_epochs=1, warmup_lr=lr / 10,
+                                       min_lr=lr / 100, step_on_epochs=False, updates_per_epoch=len(train_loader))
     loss_fn = LabelSmoothingCrossEntropy(smoothing=0.1)
     params = sum(p.numel() for p in model.parameters())
     width = model.describe().width
-    log(f'[{name}] {params:,} params, effective width m = {width}, {len(train_set)} train / '
-        f'{len(val_set)} val images, {num_classes} classes')
+    log(f'[{name} seed {seed}] {params:,} params, effective width m = {width}')
 
-    start, train_loss, val_acc = time.time(), math.nan, math.nan
+    start, train_loss, val_acc, updates = time.time(), math.nan, math.nan, 0
     for epoch in range(epochs):
         model.train()
         total, count = 0., 0
@@ -119,13 +86,15 @@ def _train_one(name: str, train_dir: str, val_dir: str, epochs: int, batch_size:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            updates += 1
+            scheduler.step_update(updates)  # warm-up over the first epoch, then cosine, step by step
             total, count = total + loss.item() * len(y), count + len(y)
-        scheduler.step(epoch + 1)
         train_loss = total / count
         val_acc = _accuracy(model, val_loader)
-        log(f'[{name}] epoch {epoch + 1}/{epochs}  train loss {train_loss:.4f}  val acc {val_acc:5.1f}%  '
-            f'({time.time() - start:.1f} s)')
-    return DemoResult(name, params, width, train_loss, val_acc, time.time() - start, num_classes, len(val_set))
+        log(f'[{name} seed {seed}] epoch {epoch + 1}/{epochs}  train loss {train_loss:.4f}  val acc '
+            f'{val_acc:5.1f}%  ({time.time() - start:.1f} s)')
+    return DemoResult(name, params, width, train_loss, val_acc, time.time() - start, data.num_classes,
+                      len(data.val), seed)
 
 
 def _accuracy(model, loader) -> float:
@@ -139,62 +108,88 @@ def _accuracy(model, loader) -> float:
     return 100. * correct / count
 
 
-def run_demo(
-        models: Sequence[str] = DEFAULT_MODELS,
-        data_dir: Optional[str] = None,
-        epochs: int = 15,
-        batch_size: int = 64,
-        lr: float = 2e-3,
-        seed: int = 0,
-        train_per_class: int = 300,
-        keep_data: Optional[str] = None,
-        threads: Optional[int] = None,
-        log: Optional[Callable[[str], None]] = None,
-) -> List[DemoResult]:
-    """Train each model in turn on `data_dir` (or freshly written Synthetic Shapes) and report through `log`
-    (progress per epoch, then a table; nothing when None).
-
-    Args:
-        keep_data: Write Synthetic Shapes into this new or empty folder and keep it (an ImageFolder with
-            train/ and validation/, for timm's train.py), instead of a temporary folder.
-        threads: torch threads (default: the idle cores, see `choose_threads`).
-    """
-    import torch
+def _check(models: Sequence[str], data: str, data_dir: Optional[str], keep_data: Optional[str], **counts) -> None:
+    import os
 
     from ..catalog import check_model_name
-    log = log or (lambda line: None)
-    n_threads, why = choose_threads(threads)
-    torch.set_num_threads(n_threads)
-    log(f'{n_threads} thread{"s" if n_threads > 1 else ""} ({why})')
+    from ..validation import choice
     for name in models:
         check_model_name(name)
-    positive_int('epochs', epochs), positive_int('batch_size', batch_size), positive_int('train_per_class',
-                                                                                         train_per_class)
+    for key, value in counts.items():
+        positive_int(key, value)
+    choice('data', data, DATA_CHOICES)
     if data_dir is not None and keep_data is not None:
         raise InvalidArgumentError('keep_data writes the synthetic data set; with data_dir there is none to keep')
     if data_dir is not None and not os.path.isdir(data_dir):
         raise FileNotFoundError(2, 'no such data folder', data_dir)
     if keep_data is not None and os.path.exists(keep_data) and (not os.path.isdir(keep_data) or os.listdir(keep_data)):
         raise InvalidArgumentError(f'keep_data: {keep_data} exists and is not an empty folder')
+
+
+def run_demo(
+        models: Sequence[str] = DEFAULT_MODELS,
+        data: str = 'auto',
+        data_dir: Optional[str] = None,
+        epochs: Optional[int] = None,
+        batch_size: int = 64,
+        lr: float = 2e-3,
+        seed: int = 0,
+        seeds: int = 2,
+        train_per_class: Optional[int] = None,
+        val_per_class: Optional[int] = None,
+        keep_data: Optional[str] = None,
+        cache_dir: Optional[str] = None,
+        download: bool = True,
+        threads: Optional[int] = None,
+        log: Optional[Callable[[str], None]] = None,
+) -> List[DemoResult]:
+    """Train each model with `seeds` seeds (`seed`, `seed` + 1, …) on the demo's data and report through `log`
+    (the threads, the data and where they come from, progress per epoch, then a table and the reading; nothing
+    when None).
+
+    Args:
+        data: ``auto`` (Fashion-MNIST when it can be had, else Synthetic Shapes), ``fashion-mnist`` or ``shapes``.
+        epochs: Default: the data's (:attr:`~.demo_data.DemoData.epochs`: 4 on Fashion-MNIST, 15 on the shapes).
+        data_dir: An ImageFolder with train/ and validation/, or a prepared Fashion-MNIST root, instead.
+        train_per_class, val_per_class: Images per class of Fashion-MNIST's subset (default
+            :data:`~.demo_data.FASHION_PER_CLASS`), or of the shapes' training set (default
+            :data:`~.demo_data.SHAPES_PER_CLASS`; a quarter as many validate).
+        keep_data: Write Synthetic Shapes into this new or empty folder, keep it and train on it.
+        cache_dir: Where Fashion-MNIST is prepared (default: ``demo_cache_dir()``); `download`: torchvision may
+            download it when neither the cache nor Debian's copy has it.
+        threads: torch threads (default: the idle cores, see `choose_threads`).
+    """
+    import torch
+    log = log or (lambda line: None)
+    counts = dict(train_per_class=train_per_class, val_per_class=val_per_class)
+    _check(models, data, data_dir, keep_data, batch_size=batch_size, seeds=seeds,
+           **{k: v for k, v in dict(counts, epochs=epochs).items() if v is not None})
+    n_threads, why = choose_threads(threads)
+    torch.set_num_threads(n_threads)
+    log(f'{n_threads} thread{"s" if n_threads > 1 else ""} ({why})')
     with tempfile.TemporaryDirectory(prefix='pkmixer-demo-') as tmp:
-        if data_dir is None:
-            val_per_class = max(1, train_per_class // 4)
-            data_dir = write_shapes_dataset(keep_data or tmp, train_per_class=train_per_class,
-                                            val_per_class=val_per_class, seed=seed)
-            log(f'Synthetic Shapes ({", ".join(SHAPES)}; 32x32 RGB): {len(SHAPES) * train_per_class} train / '
-                f'{len(SHAPES) * val_per_class} validation images written to {data_dir}'
-                + ('' if keep_data else ' (temporary; --keep-data DIR keeps them)'))
-        train_dir = _split_dir(data_dir, ('train',))
-        val_dir = _split_dir(data_dir, ('validation', 'val'))
-        results = [_train_one(m, train_dir, val_dir, epochs, batch_size, lr, seed, log) for m in models]
+        chosen = choose_demo_data(data, data_dir, keep_data, tmp, seed, train_per_class, val_per_class, cache_dir,
+                                  download)
+        log(f'data: {chosen.says}')
+        results = [_train_one(m, chosen, epochs or chosen.epochs, batch_size, lr, s, log) for m in models
+                   for s in range(seed, seed + seeds)]
     log('')
-    log(f'{"model":<26} {"params":>9} {"width m":>8} {"train loss":>10} {"val acc":>8} {"time":>7}')
-    for r in results:
-        log(f'{r.model:<26} {r.params:>9,} {r.width:>8} {r.train_loss:>10.4f} {r.val_acc:>7.1f}% {r.seconds:>6.1f}s')
-    if {r.model for r in results} == set(DEFAULT_MODELS):
+    for line in _table(results):
+        log(line)
+    rp = [r for r in results if r.model == DEFAULT_MODELS[0]]
+    normal = [r for r in results if r.model == DEFAULT_MODELS[1]]
+    if rp and normal:
         log('')
-        log(reading(*sorted(results, key=lambda r: r.model != DEFAULT_MODELS[0])))
+        log(reading(rp, normal))
     return results
+
+
+def _table(results: Sequence[DemoResult]) -> List[str]:
+    lines = [f'{"model":<26} {"seed":>4} {"params":>9} {"width m":>8} {"train loss":>10} {"val acc":>8} {"time":>7}']
+    for r in results:
+        lines.append(f'{r.model:<26} {r.seed:>4} {r.params:>9,} {r.width:>8} {r.train_loss:>10.4f} '
+                     f'{r.val_acc:>7.1f}% {r.seconds:>6.1f}s')
+    return lines
 
 
 def learned_threshold(num_classes: int) -> float:
@@ -203,33 +198,65 @@ def learned_threshold(num_classes: int) -> float:
     return chance + (100. - chance) / 2
 
 
-def accuracy_noise(a: DemoResult, b: DemoResult) -> float:
-    """Two standard errors (in points) of the difference of two validation accuracies, each a binomial proportion
-    over its validation images: gaps within this are noise."""
-    var = sum((r.val_acc / 100) * (1 - r.val_acc / 100) / max(1, r.val_images) for r in (a, b))
-    return 200. * math.sqrt(var)
+@dataclass(frozen=True)
+class Noise:
+    """Two standard errors (points) of the difference of two models' mean validation accuracies: `seeds`, the
+    run-to-run part, from the seeds' own spread (None with one seed per model: not measured), and `sample`, the
+    validation sample's (each accuracy a binomial proportion over its images)."""
+    seeds: Optional[float]
+    sample: float
+
+    @property
+    def total(self) -> Optional[float]:
+        return None if self.seeds is None else math.hypot(self.seeds, self.sample)
+
+
+def _mean(results: Sequence[DemoResult]) -> float:
+    return sum(r.val_acc for r in results) / len(results)
+
+
+def accuracy_noise(a: Sequence[DemoResult], b: Sequence[DemoResult]) -> Noise:
+    """The noise of ``mean(a) - mean(b)``: the seeds' pooled variance (in points²) over both models times
+    (1/n_a + 1/n_b), and the binomial variance of each mean accuracy over its validation images."""
+    dof = len(a) + len(b) - 2
+    seeds = None
+    if dof > 0:
+        pooled = sum((r.val_acc - _mean(g)) ** 2 for g in (a, b) for r in g) / dof
+        seeds = 2. * math.sqrt(pooled * (1 / len(a) + 1 / len(b)))
+    var = sum((_mean(g) / 100) * (1 - _mean(g) / 100) / max(1, g[0].val_images) for g in (a, b))
+    return Noise(seeds, 200. * math.sqrt(var))
 
 
 DEPTH_STUDY = 'benchmarks/digits/paper_experiments_results/depth/report.md'  # the committed, measured comparison
 
 
-def reading(rp: DemoResult, normal: DemoResult) -> str:
-    """One line on what the default comparison (RP S-Mixer, then its normal twin) measured: both accuracies, their
-    gap and its noise (`accuracy_noise`), nothing conclusive unless both models are well above chance
-    (`learned_threshold`). No cause: one seed of one short run measures none."""
-    same = f'Same parameters, same width m = {rp.width}: '
-    need = learned_threshold(rp.num_classes)
-    if min(rp.val_acc, normal.val_acc) < need:
-        return (same + f'inconclusive. The models reached {rp.val_acc:.1f}% (RP) and {normal.val_acc:.1f}% (normal) '
-                f'against {100 / rp.num_classes:.0f}% by chance: they have not learned the task yet (the demo '
-                f'compares them from {need:.1f}% each, halfway from chance to 100%). Train more epochs.')
-    gap, noise = rp.val_acc - normal.val_acc, accuracy_noise(rp, normal)
-    measured = (f'{rp.val_acc:.1f}% (RP) and {normal.val_acc:.1f}% (normal): the RP S-Mixer '
+def reading(rp: Sequence[DemoResult], normal: Sequence[DemoResult]) -> str:
+    """One line on what the default comparison (RP S-Mixer runs, then its normal twin's) measured: both mean
+    accuracies, their gap and its noise (`accuracy_noise`: the seeds' spread and the validation sample), nothing
+    conclusive unless both models are well above chance (`learned_threshold`) and more than one seed measured the
+    run-to-run variation. No cause: a short run measures none."""
+    first, n = rp[0], min(len(rp), len(normal))
+    same = f'Same parameters, same width m = {first.width}: '
+    a, b = _mean(rp), _mean(normal)
+    over = f', the mean of {len(rp)} seeds each' if len(rp) == len(normal) > 1 else (
+        f', the mean of {len(rp)} and {len(normal)} seeds' if n > 1 or len(rp) != len(normal) else '')
+    need = learned_threshold(first.num_classes)
+    if min(a, b) < need:
+        return (same + f'inconclusive. The models reached {a:.1f}% (RP) and {b:.1f}% (normal){over} against '
+                f'{100 / first.num_classes:.0f}% by chance: they have not learned the task yet (the demo compares '
+                f'them from {need:.1f}% each, halfway from chance to 100%). Train more epochs.')
+    gap, noise = a - b, accuracy_noise(rp, normal)
+    measured = (f'{a:.1f}% (RP) and {b:.1f}% (normal){over}: the RP S-Mixer '
                 + (f'trails the normal one by {-gap:.1f} points' if gap < 0 else
                    f'matched or beat the normal one here (+{gap:.1f} points)'))
-    noise_text = f'the noise of ±{noise:.1f} points on {rp.val_images} validation images'
-    if abs(gap) <= noise:
+    sample = f'{first.val_images} validation images'
+    if noise.seeds is None:
+        return (same + f'{measured}; one seed per model does not measure the run-to-run variation (the {sample} '
+                f'alone give ±{noise.sample:.1f} points), so no difference is shown: two or more seeds measure it.')
+    noise_text = (f'the noise of ±{noise.total:.1f} points (two standard errors: ±{noise.seeds:.1f} from the seeds\' '
+                  f'spread, ±{noise.sample:.1f} from the {sample})')
+    if abs(gap) <= noise.total:
         return same + f'{measured}, within {noise_text}: no difference shown.'
-    return (same + f'{measured}, beyond {noise_text}, in one seed of a short run on this small task: a measurement, '
-            f'not a cause. Over 5 seeds and depths 4-20 on the 8x8 digits, the committed depth study ({DEPTH_STUDY}) '
-            f'measured the RP S-Mixer ahead at every depth.')
+    return (same + f'{measured}, beyond {noise_text}, in {n} seeds of a short run on this small task: a '
+            f'measurement, not a cause. Over 5 seeds and depths 4-20 on the 8x8 digits, the committed depth study '
+            f'({DEPTH_STUDY}) measured the RP S-Mixer ahead at every depth.')

@@ -2,7 +2,7 @@
 what timm's ``--dataset torch/fashion_mnist`` builds: ``DIR/FashionMNIST/raw/`` with the four upstream IDX files,
 decompressed, under their upstream names.
 
-Two sources, in this order:
+Its sources, in this order (a folder given as `source` replaces the first):
 
 * Debian's package ``dataset-fashion-mnist`` (``apt-get install dataset-fashion-mnist``), which installs the upstream
   files gzip-compressed under :data:`DEBIAN_DIR`. They are recompressed, so torchvision's download check (the MD5
@@ -12,20 +12,21 @@ Two sources, in this order:
 
 Whatever the source, every file is checked before it is used: the IDX header (magic number, dimensions), the size,
 labels in 0..9 and the balanced class counts of the upstream set (6000 per class in train, 1000 in test). A file
-that fails is named with what is wrong.
+that fails is named with what is wrong. Files already prepared are kept, never overwritten: a folder holding all
+four is checked and left as it is; one that holds a bad file is refused, naming it.
 """
+import contextlib
 import gzip
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from ..errors import UserInputError
 
 __all__ = ['DEBIAN_DIR', 'DEBIAN_PACKAGE', 'FASHION_MNIST_FILES', 'FASHION_MNIST_CLASSES', 'FASHION_MNIST_MEAN',
            'FASHION_MNIST_STD', 'FashionMnistError', 'PreparedFashionMnist', 'prepare_fashion_mnist',
-           'check_fashion_mnist', 'fashion_mnist_raw_dir']
+           'check_fashion_mnist', 'fashion_mnist_raw_dir', 'network_timeout']
 
 DEBIAN_PACKAGE = 'dataset-fashion-mnist'
 DEBIAN_DIR = Path('/usr/share/datasets/fashion-mnist')
@@ -66,27 +67,32 @@ def fashion_mnist_raw_dir(root: Path) -> Path:
 
 def _check_idx(path: Path, kind: str, count: int) -> None:
     """The IDX file at `path` holds `count` items of `kind` (28×28 images or labels 0..9, 10 balanced classes)."""
-    import numpy as np
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise FashionMnistError(f'{path} is missing') from None
+    except OSError as e:  # a folder in its place, no permission
+        raise FashionMnistError(f'{path} cannot be read ({e.strerror or e})') from None
+    _check_idx_bytes(data, str(path), kind, count)
+
+
+def _check_idx_bytes(data: bytes, name: str, kind: str, count: int) -> None:
+    import numpy as np
     header = 16 if kind == 'images' else 8
     if len(data) < header:
-        raise FashionMnistError(f'{path} is not an IDX file: {len(data)} bytes, shorter than its header')
-    fields = np.frombuffer(data[:header], dtype='>u4')
+        raise FashionMnistError(f'{name} is not an IDX file: {len(data)} bytes, shorter than its header')
+    fields = tuple(int(x) for x in np.frombuffer(data[:header], dtype='>u4'))
     expected = (_MAGIC[kind], count) + ((28, 28) if kind == 'images' else ())
-    if tuple(int(x) for x in fields) != expected:
-        raise FashionMnistError(f'{path} is not the Fashion-MNIST {kind} file: its IDX header says '
-                                f'{tuple(int(x) for x in fields)}, expected {expected} (magic, count[, rows, cols])')
+    if fields != expected:
+        raise FashionMnistError(f'{name} is not the Fashion-MNIST {kind} file: its IDX header says {fields}, '
+                                f'expected {expected} (magic, count[, rows, cols])')
     payload = count * (28 * 28 if kind == 'images' else 1)
     if len(data) != header + payload:
-        raise FashionMnistError(f'{path} is truncated or padded: {len(data)} bytes, expected {header + payload}')
+        raise FashionMnistError(f'{name} is truncated or padded: {len(data)} bytes, expected {header + payload}')
     if kind == 'labels':
-        labels = np.frombuffer(data, dtype=np.uint8, offset=header)
-        per_class = np.bincount(labels, minlength=10)
+        per_class = np.bincount(np.frombuffer(data, dtype=np.uint8, offset=header), minlength=10)
         if len(per_class) != 10 or set(per_class.tolist()) != {count // 10}:
-            raise FashionMnistError(f'{path}: labels per class {per_class.tolist()}, expected {count // 10} in each '
+            raise FashionMnistError(f'{name}: labels per class {per_class.tolist()}, expected {count // 10} in each '
                                     f'of classes 0..9')
 
 
@@ -104,72 +110,125 @@ def check_fashion_mnist(root: Path) -> Dict[str, int]:
     return counts
 
 
-def _decompress(source: Path, target: Path) -> None:
-    """gunzip `source` into `target`, atomically (a reader never sees half a file)."""
+def _prepared_files(root: Path) -> List[str]:
+    """The upstream files already under ``root/FashionMNIST/raw`` (each checked: one that is there but not upstream's
+    is refused, naming it; it is never overwritten)."""
+    raw = fashion_mnist_raw_dir(root)
+    present = []
+    for name, (_, kind, count) in FASHION_MNIST_FILES.items():
+        if os.path.lexists(raw / name):
+            try:
+                _check_idx(raw / name, kind, count)
+            except FashionMnistError as e:
+                raise FashionMnistError(f'{e}; it is kept as it is: delete it (or give another folder) and run this '
+                                        f'again') from None
+            present.append(name)
+    return present
+
+
+def _decompress(source: Path, target: Path, kind: str, count: int) -> None:
+    """gunzip `source` into `target` once its content is checked, atomically (a reader never sees half a file or a
+    bad one; `target` is only ever created)."""
+    try:
+        with gzip.open(source, 'rb') as f:
+            data = f.read()
+    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError; a truncated .gz ends in EOFError
+        raise FashionMnistError(f'{source} cannot be decompressed ({type(e).__name__}: {e}); {_REINSTALL}') from None
+    try:
+        _check_idx_bytes(data, f'{source} (decompressed)', kind, count)
+    except FashionMnistError as e:
+        raise FashionMnistError(f'{e}; {_REINSTALL}') from None
     tmp = target.with_name(f'.{target.name}.{os.getpid()}.tmp')
     try:
-        with gzip.open(source, 'rb') as f, open(tmp, 'wb') as out:
-            shutil.copyfileobj(f, out, 1 << 20)
+        tmp.write_bytes(data)
         os.replace(tmp, target)
-    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+    finally:
         tmp.unlink(missing_ok=True)
-        raise FashionMnistError(f'{source} cannot be decompressed ({type(e).__name__}: {e}); reinstall it: '
-                                f'apt-get install --reinstall {DEBIAN_PACKAGE}') from None
 
 
-def _from_debian(root: Path, source: Path) -> None:
-    missing = [name for name in FASHION_MNIST_FILES if not (source / f'{name}.gz').is_file()]
+_REINSTALL = f'reinstall it (as root: apt-get install --reinstall {DEBIAN_PACKAGE}) or give another source'
+
+
+def _from_folder(root: Path, source: Path, present: List[str]) -> None:
+    missing = [name for name in FASHION_MNIST_FILES if name not in present and not (source / f'{name}.gz').is_file()]
     if missing:
-        raise FashionMnistError(f'{source} lacks {", ".join(f + ".gz" for f in missing)}; reinstall it: '
-                                f'apt-get install --reinstall {DEBIAN_PACKAGE}')
+        raise FashionMnistError(f'{source} lacks {", ".join(f + ".gz" for f in missing)}; {_REINSTALL}')
     raw = fashion_mnist_raw_dir(root)
     raw.mkdir(parents=True, exist_ok=True)
     for name, (_, kind, count) in FASHION_MNIST_FILES.items():
-        _decompress(source / f'{name}.gz', raw / name)
-        try:
-            _check_idx(raw / name, kind, count)
-        except FashionMnistError as e:
-            (raw / name).unlink(missing_ok=True)
-            raise FashionMnistError(f'{source / (name + ".gz")}: {e}') from None
+        if name not in present:
+            _decompress(source / f'{name}.gz', raw / name, kind, count)
 
 
-def _from_torchvision(root: Path) -> str:
-    from torchvision.datasets import FashionMNIST
+DOWNLOAD_TIMEOUT_S = 60  # a network that answers nothing fails after this, rather than hanging
+
+
+@contextlib.contextmanager
+def network_timeout(seconds: float = DOWNLOAD_TIMEOUT_S) -> Iterator[None]:
+    """Sockets opened meanwhile (torchvision's downloads: urllib without a timeout) give up after `seconds`."""
+    import socket
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(seconds)
     try:
-        for train in (True, False):
-            FashionMNIST(str(root), train=train, download=True)
+        yield
+    finally:
+        socket.setdefaulttimeout(previous)
+
+
+def _from_torchvision(root: Path, present: List[str]) -> str:
+    """Download with torchvision (MD5-checked) into a temporary folder under `root`, then move the files not
+    `present` into place (torchvision would rewrite all four); returns the mirror."""
+    import shutil
+    import tempfile
+
+    from torchvision.datasets import FashionMNIST
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix='.download-', dir=root))
+    try:
+        with network_timeout():
+            for train in (True, False):
+                FashionMNIST(str(tmp), train=train, download=True)
+        raw = fashion_mnist_raw_dir(root)
+        raw.mkdir(parents=True, exist_ok=True)
+        for name in FASHION_MNIST_FILES:
+            if name not in present:
+                os.replace(fashion_mnist_raw_dir(tmp) / name, raw / name)
     except (OSError, RuntimeError) as e:  # no network (URLError), a refused connection, an MD5 mismatch
+        reason = ' '.join(str(e).split())  # torchvision's message spans lines: one line
         raise FashionMnistError(
-            f'could not download Fashion-MNIST into {root} ({type(e).__name__}: {e}). Without a network, install '
-            f"Debian's copy (as root: apt-get install {DEBIAN_PACKAGE}) and run this again, or put the four "
+            f'could not download Fashion-MNIST into {root} ({type(e).__name__}: {reason}). Without a network, '
+            f"install Debian's copy (as root: apt-get install {DEBIAN_PACKAGE}) and run this again, or put the four "
             f'upstream .gz files in a folder and give that folder as `source`') from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return FashionMNIST.mirrors[0]
 
 
 def prepare_fashion_mnist(root: str, source: Optional[str] = None, download: bool = True) -> PreparedFashionMnist:
     """Write Fashion-MNIST under ``root`` as torchvision reads it (``root/FashionMNIST/raw``), from `source` (a
     folder with the four upstream ``.gz`` files; default: Debian's :data:`DEBIAN_DIR` when it is there), else by
-    torchvision's download when `download`. A folder already prepared is checked and kept.
+    torchvision's download when `download`. A folder already prepared is checked and kept (`source` is then not
+    read); files already there are never overwritten: one that is not upstream's is refused, naming it.
 
     Raises:
         FashionMnistError: a missing or corrupted file (named), or no source at all (the message says how to get one).
     """
     root_path = Path(root)
-    if source is None:
-        try:
-            return PreparedFashionMnist(root_path, 'already prepared', str(fashion_mnist_raw_dir(root_path)),
-                                        check_fashion_mnist(root_path))
-        except FashionMnistError:
-            pass  # (re)write it below
+    if root_path.exists() and not root_path.is_dir():
+        raise FashionMnistError(f'{root} exists and is not a folder')
+    present = _prepared_files(root_path)
+    if len(present) == len(FASHION_MNIST_FILES):
+        return PreparedFashionMnist(root_path, 'already prepared', str(fashion_mnist_raw_dir(root_path)),
+                                    check_fashion_mnist(root_path))
     folder = Path(source) if source is not None else DEBIAN_DIR
     if source is not None and not folder.is_dir():
         raise FashionMnistError(f'source {source}: no such folder')
     if folder.is_dir():
-        _from_debian(root_path, folder)
+        _from_folder(root_path, folder, present)
         return PreparedFashionMnist(root_path, 'debian' if source is None else 'folder', str(folder),
                                     check_fashion_mnist(root_path))
     if not download:
         raise FashionMnistError(f"no Fashion-MNIST here: {DEBIAN_DIR} does not exist (as root: apt-get install "
                                 f"{DEBIAN_PACKAGE}) and the download is switched off")
-    origin = _from_torchvision(root_path)
+    origin = _from_torchvision(root_path, present)
     return PreparedFashionMnist(root_path, 'torchvision download', origin, check_fashion_mnist(root_path))

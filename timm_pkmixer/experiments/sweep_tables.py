@@ -116,7 +116,9 @@ SW_INPUT_LAYER = _s('SW-MLP input layer', 'a masked linear layer of density p fr
 C4_TRAINING = (
     _s('opt', 'nesterov', 'C.4: Nesterov SGD'), _s('momentum', 0.9, 'C.4'), _s('batch_size', 128, 'C.4'),
     _s('epochs', 200, 'C.4'), _s('lr', 0.02, 'C.4'), _s('sched', 'cosine', 'C.4: cosine annealing'),
-    _s('img_size', 32, 'C.4: images resized to 32×32×3'), _s('hflip', 0.5, 'C.4: random horizontal flip'))
+    _s('img_size', 32, 'C.4: images resized to 32×32×3'), _s('hflip', 0.5, 'C.4: random horizontal flip'),
+    _s('color_jitter', 0.0, 'C.4: random crop and horizontal flip only (train.py\'s default jitters colour by '
+                            '0.4)'))
 
 
 def _c4(**changed: Optional[Setting]) -> Tuple[Setting, ...]:
@@ -140,16 +142,26 @@ SW_BLOCK_C1 = Disagreement(SW_BLOCK.key, SW_BLOCK.what, SW_BLOCK.readings[::-1],
                            'C.1 is the section that defines Fig. 2 and builds its SW-MLPs from the Mixer\'s factors')
 
 
-def _hard_aug(table_row: str) -> Disagreement:
+def _hard_aug(table_row: str, base: str, base_source: str, autoaugment: str) -> Disagreement:
+    """Table S.2's blank "hard aug." cell of `table_row`: read as blank, the recipe trains with `base` (its own
+    augmentation, from `base_source`); read as a lost mark, AutoAugment is set (`autoaugment` says what that does to
+    `base`)."""
     return Disagreement(
         'hard-aug', 'Table S.2\'s "hard aug." column: its cells are blank in the text',
-        (Reading('blank', "no hard augmentation: C.4's random crop and flip only", f'Table S.2 ({table_row} row: '
-                 'blank), C.4'),
+        (Reading('blank', f'no hard augmentation: {base}', f'Table S.2 ({table_row} row: blank), {base_source}'),
          Reading('autoaugment', "a mark lost from the cell: AutoAugment (timm's policy 'original'), the "
-                                "augmentation D.7 adds \"to mitigate overfitting\"",
+                                f"augmentation D.7 adds \"to mitigate overfitting\", {autoaugment}",
                  f'Table S.2 ("hard aug." column, {table_row}), D.7',
                  overrides=(_s('aa', 'original', 'Table S.2 "hard aug." read as AutoAugment (D.7)'),))),
         'ours: the cell as printed')
+
+
+# what the "hard aug." readings do to the recipes of Fig. 6 (a)-(c) (C.4's augmentation) and of Fig. 6 (d) (C.5's)
+_HARD_AUG_C4 = ("C.4's random crop and horizontal flip only (no colour jitter: color_jitter 0)", 'C.4',
+                'added to the crop and flip')
+_HARD_AUG_C5 = ("C.5's augmentation as the recipe has it: RandAugment rand-m9-mstd0.5-inc1, mixup 0.8 / cutmix 1.0, "
+                'random erasing 0.25', 'C.5',
+                "in place of C.5's RandAugment (train.py takes one policy; mixup, cutmix and erasing stay)")
 
 
 _FIG5_MODEL = (
@@ -222,7 +234,8 @@ for _ds, (_omega, _opt, _lr, _batch, _epochs, _seeds, _dis) in {
                _s('(C, S) pairs', 'CIFAR_SWEEP_PAIRS[Ω]', 'C.5: "the same pairs (S, C) … as Sec. C.4"'),
                _s('P', 4, 'C.4'), SKIP_LAYER, _s('SW-MLP arm', 'none', 'Fig. 6 has none')),
         params=dict(omega=_omega, num_blocks=12, sw_mlp=None),
-        disagreements=_dis + (_hard_aug({'cifar10': 'CIFAR10', 'cifar100': 'CIFAR100', 'stl10': 'STL10'}[_ds]),)))
+        disagreements=_dis + (_hard_aug({'cifar10': 'CIFAR10', 'cifar100': 'CIFAR100', 'stl10': 'STL10'}[_ds],
+                                        *_HARD_AUG_C4),)))
 _FIGURES += [
     Figure('fig6d', 'Fig. 6 (d): MLP-Mixers on ImageNet-1k against C at fixed Ω', 'width', 'imagenet',
            seeds=_s('seeds', 3, 'C.5: three trials'),
@@ -233,7 +246,7 @@ _FIGURES += [
            model=(_s('L', 8, 'Table S.2'), _s('γ', 4, 'C.5'), _s('Ω', IMAGENET_SWEEP_OMEGA, 'C.5'),
                   _s('P', ', '.join(map(str, IMAGENET_SWEEP_PATCHES)), 'C.5'), _s('C', '3P²', 'C.5'),
                   _s('S', 'eq. S.44, nearest integer', 'C.5'), SKIP_LAYER),
-           params=dict(), disagreements=(_hard_aug('ImageNet-1k'),)),
+           params=dict(), disagreements=(_hard_aug('ImageNet-1k', *_HARD_AUG_C5),)),
 ]
 for _ds in ('cifar10', 'cifar100'):
     _FIGURES.append(Figure(

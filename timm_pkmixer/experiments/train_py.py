@@ -9,6 +9,7 @@ against train.py's parser (train.py ignores unknown keys silently) and the plan 
 own parser.
 """
 import argparse
+import ast
 import contextlib
 import importlib.util
 import os
@@ -20,6 +21,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from ..errors import ArgumentValueError, InvalidArgumentError, UserInputError
 from ..validation import positive_int
+from .datasets import DataSource, data_source
 from .env import env_int
 from .recipes import BatchAndLr, check_recipe_keys, load_recipe, resolve_batch_and_lr, resolve_recipe
 
@@ -177,6 +179,7 @@ class ModelInfo:
     params: int
     input_size: Tuple[int, ...]     # (C, H, W) the model's own config expects
     fixed_input_size: bool          # True: it takes no other size (Mixers: the token count is fixed)
+    seeded_args: Tuple[str, ...] = ()  # its model arguments that follow train.py's --seed when not given (mask_seed)
 
 
 def _model_info(args: argparse.Namespace) -> ModelInfo:
@@ -217,7 +220,41 @@ def _model_info(args: argparse.Namespace) -> ModelInfo:
     input_size = tuple(cfg.get('input_size') or (3, 224, 224))
     if size is not None:
         input_size = (input_size[0], *size)
-    return ModelInfo(name, kwargs, geometry, params, input_size, bool(cfg.get('fixed_input_size')))
+    seeded = tuple(k for k in SEEDED_MODEL_ARGS if k in (getattr(model, 'model_args', None) or {}))
+    return ModelInfo(name, kwargs, geometry, params, input_size, bool(cfg.get('fixed_input_size')), seeded)
+
+
+# model arguments that follow train.py's --seed unless given: an SW-MLP's masks differ from seed to seed, as its
+# weights do (a sweep writes the same: mask_seed = seed); an explicit mask_seed fixes them
+SEEDED_MODEL_ARGS = ('mask_seed',)
+
+
+def _follow_the_seed(args: argparse.Namespace, options: Dict[str, List[str]], model: ModelInfo
+                     ) -> Tuple[List[str], List[str]]:
+    """train.py's arguments that set each of the model's :data:`SEEDED_MODEL_ARGS` not given to ``--seed`` (the
+    model kwargs again, whole: train.py's ``--model-kwargs`` replaces the recipe's), and a line saying so."""
+    given = dict(getattr(args, 'model_kwargs', None) or {})
+    missing = [k for k in model.seeded_args if k not in given]
+    seed = getattr(args, 'seed', None)
+    if not missing or 'model_kwargs' not in options or not isinstance(seed, int):
+        return [], []
+    kwargs = {**given, **{k: seed for k in missing}}
+    items = [f'{k}={v!r}' for k, v in kwargs.items()]
+    if any(_literal(item.split('=', 1)[1]) != kwargs[k] for item, k in zip(items, kwargs)):
+        raise LaunchArgumentError('model_kwargs', f'{given} cannot be passed on again with {missing[0]} = seed '
+                                  f'{seed}: give {missing[0]}=N yourself', options['model_kwargs'])
+    names = ', '.join(missing)
+    return [options['model_kwargs'][-1], *items], [
+        f'{names} {seed}: train.py\'s --seed (the masks differ from seed to seed; '
+        f'{options["model_kwargs"][-1]} {missing[0]}=N fixes them)']
+
+
+def _literal(text: str) -> Any:
+    """``text`` as train.py's ``--model-kwargs`` reads a value (``ast.literal_eval``, else the string)."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
 
 
 def _data_input_size(args: argparse.Namespace, model: ModelInfo) -> Tuple[int, ...]:
@@ -245,6 +282,7 @@ class TrainPlan:
     threads: Optional[int] = None
     threads_why: str = ''
     machine: List[str] = field(default_factory=list)  # what was chosen for this machine (device, workers), and why
+    data: Optional[DataSource] = None  # where train.py reads the data (None: this train.py takes no --data-dir)
 
     def describe(self) -> List[str]:
         """The plan: the model and its input size, the global batch and learning rate, the threads."""
@@ -256,6 +294,8 @@ class TrainPlan:
                  f'[pkmixer] global batch {plan.global_batch} = {plan.per_device_batch} per process × '
                  f'{processes} × {steps}; lr {plan.lr:.6g} ({plan.rule}); {args.opt}, {args.sched} schedule, '
                  f'{args.epochs} epochs']
+        if self.data is not None:
+            lines.append(f'[pkmixer] {self.data.describe()}')
         lines += [f'[pkmixer] {line}' for line in self.machine]
         if self.threads is not None:
             lines.append(f'[pkmixer] {self.threads} CPU thread{"s" if self.threads != 1 else ""} per process '
@@ -271,6 +311,62 @@ def _positive(args: argparse.Namespace, dest: str, options: Dict[str, List[str]]
         positive_int(dest, value)
     except UserInputError:
         raise LaunchArgumentError(dest, f'must be a positive integer, got {value!r}', options.get(dest, ())) from None
+
+
+# the device types train.py's `init_distributed_device` knows (timm.utils.distributed), and whether torch has one
+_DEVICE_TYPES = ('cpu', 'cuda', 'mps', 'xpu', 'npu', 'hpu')
+_DEVICES_ALLOWED = 'cpu, cuda or cuda:N (where CUDA is available), mps, xpu, npu or hpu (where torch has one)'
+
+
+def _device_available(device: Any) -> bool:
+    """Whether torch on this machine has `device` (a ``torch.device``; an index must be one of its devices)."""
+    import torch
+    if device.type == 'cpu':
+        return True
+    backend = getattr(torch, device.type, None) or getattr(torch.backends, device.type, None)
+    try:
+        if backend is None or not backend.is_available():
+            return False
+        return device.index is None or device.index < backend.device_count()
+    except (AttributeError, RuntimeError):  # a backend without device_count (mps): index 0 only
+        return device.index in (None, 0)
+
+
+def _check_device_and_workers(args: argparse.Namespace, options: Dict[str, List[str]]) -> None:
+    """Refuse a ``--device`` train.py cannot train on (not a torch device, ``meta``, a type train.py does not set up,
+    or one this machine lacks) and a negative ``-j/--workers``, naming the flag and the allowed values. A CUDA
+    device on a machine without CUDA is left to :func:`_fit_the_machine` (it may be train.py's default)."""
+    import torch
+    device = getattr(args, 'device', None)
+    if 'device' in options and device is not None:
+        flag = options['device']
+        try:
+            parsed = torch.device(device) if isinstance(device, str) and device.strip() == device else None
+        except RuntimeError:
+            parsed = None
+        if parsed is None or parsed.type not in _DEVICE_TYPES:
+            what = 'holds no data, so nothing can train on it' if parsed is not None and parsed.type == 'meta' \
+                else 'is not a device train.py can train on'
+            raise LaunchArgumentError('device', f'{device!r} {what}; use {_DEVICES_ALLOWED} (lowercase)', flag)
+        if parsed.type != 'cuda' and not _device_available(parsed):
+            raise LaunchArgumentError('device', f'{device} is not available on this machine (torch sees no such '
+                                      f'device); use cpu', flag)
+        if parsed.type == 'cuda' and parsed.index is not None and torch.cuda.is_available() and \
+                parsed.index >= torch.cuda.device_count():
+            raise LaunchArgumentError('device', f'{device}: this machine has {torch.cuda.device_count()} CUDA '
+                                      f'device(s), cuda:0 … cuda:{torch.cuda.device_count() - 1}', flag)
+    workers = getattr(args, 'workers', None)
+    if 'workers' in options and workers is not None and (not isinstance(workers, int) or workers < 0):
+        raise LaunchArgumentError('workers', f'must be a non-negative integer (0 loads in the main process), got '
+                                  f'{workers!r}', options['workers'])
+
+
+def _check_rank(world_size: int) -> None:
+    """torchrun's ``RANK`` is one of the ``WORLD_SIZE`` ranks, 0 … WORLD_SIZE − 1."""
+    rank = env_int('RANK', 0)
+    if rank >= world_size:
+        raise InvalidArgumentError(f'environment variable RANK={rank} is not a rank of WORLD_SIZE={world_size}: it '
+                                   f'must be 0 … {world_size - 1} (as torchrun sets them)')
 
 
 def _fit_the_machine(args: argparse.Namespace, options: Dict[str, List[str]], set_by_user: Set[str]
@@ -326,10 +422,12 @@ def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = 
     options = train_py_arguments(module)
     check_recipe_keys(cfg, options, recipe)
     world_size = env_int('WORLD_SIZE', 1, minimum=1)
+    _check_rank(world_size)
     argv = [str(path), '--config', str(recipe), *train_args]
     args = _resolve(module, argv)
     for dest in ('batch_size', 'grad_accum_steps'):
         _positive(args, dest, options)
+    _check_device_and_workers(args, options)
     if global_batch is not None:
         try:
             positive_int('global_batch', global_batch)
@@ -349,6 +447,11 @@ def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = 
         argv += extra
         args = _resolve(module, argv)
     model = _model_info(args)
+    extra, seeded = _follow_the_seed(args, options, model)
+    if extra:
+        argv += extra
+        args = _resolve(module, argv)
+        model, machine = _model_info(args), machine + seeded
     size_keys = [k for k in ('input_size', 'img_size') if k in options]
     other_model = 'model' in given and args.model != cfg.get('model')
     if other_model and not any(k in given for k in size_keys) and any(cfg.get(k) for k in size_keys):
@@ -377,7 +480,17 @@ def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = 
                  f'other input size. Leave the size to the model{expand}', options.get(key, ()))
     n_threads, why = choose_threads(threads)
     return TrainPlan(module, argv, args, resolve_batch_and_lr(vars(args), world_size), world_size, model,
-                     input_size, source, n_threads, why, machine)
+                     input_size, source, n_threads, why, machine, _data_source(args, options))
+
+
+def _data_source(args: argparse.Namespace, options: Dict[str, List[str]]) -> Optional[DataSource]:
+    """Where this train.py reads the run's data (its ``--dataset``, ``--data-dir``/``--data``, the download and the
+    splits, as its ``create_dataset`` calls take them); None for a train.py without ``--data-dir``."""
+    if 'data_dir' not in options:
+        return None
+    root = getattr(args, 'data_dir', None) or getattr(args, 'data', None)
+    splits = (getattr(args, 'train_split', 'train'), getattr(args, 'val_split', 'validation'))
+    return data_source(getattr(args, 'dataset', ''), root, bool(getattr(args, 'dataset_download', False)), splits)
 
 
 def recipe_wandb_group(recipe: str) -> Optional[str]:

@@ -1,0 +1,237 @@
+"""RP's cost on real work: the CPU time of a training step of the RP S-Mixer against its normal twin, on the
+Fashion-MNIST recipe's model and batch (`fashion_mnist/s_mixer_fig7`: the S-Mixer S = C = 64, L = 8, one input
+channel, 10 classes, batch 128, Nesterov SGD as the recipe sets it), and per epoch (60,000 images: 468 steps).
+
+Both models are built, warmed up and timed in one process at one thread, in interleaved repetitions (the order
+reversed every other one); each repetition times `--steps` steps of each with ``time.process_time`` (this process's
+CPU time: on a machine whose other cores are busy it counts this work alone). A figure is the median over the
+repetitions, a ratio the median of the per-repetition ratios, with its interquartile range. Two modes: ``eager``,
+and ``compile``: the model wrapped in ``torch.compile`` as timm's train.py does for ``--torchcompile`` (inductor,
+default mode; the optimizer step stays eager). The step is train.py's: forward, cross-entropy, backward, optimizer
+step, on a fixed random batch (no data loading, the same for both models).
+
+    python benchmarks/speed/rp_cost.py                      # eager and compile; writes benchmarks/speed/rp_cost/
+    python benchmarks/speed/rp_cost.py --quick              # fewer repetitions
+    python benchmarks/speed/rp_cost.py --modes eager --profile   # and where each step spends its CPU
+
+Writes ``rp_cost.md`` (the tables, the environment, and with ``--profile`` the operators whose CPU time differs
+most between the two models) and ``rp_cost.json`` (every measurement) into ``--out-dir``; prints the Markdown.
+"""
+import argparse
+import contextlib
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Sequence, Tuple
+
+import timm
+import torch
+import torch.nn.functional as F
+from timm.optim import create_optimizer_v2
+
+import timm_pkmixer  # noqa: F401  (registers the models)
+from timm_pkmixer.experiments.recipes import load_recipe, resolve_recipe
+from timm_pkmixer.layers.gather import GATHER_TABLE, tuned_choices, use_gather_backend
+
+RECIPE = 'fashion_mnist/s_mixer_fig7'
+TRAIN_IMAGES = 60000  # Fashion-MNIST's training set: an epoch is TRAIN_IMAGES // batch steps (train.py drops the last)
+TARGET = 1.05  # RP / normal per epoch; the paper's Table S.3: +5.4 % (V100)
+
+
+def build(recipe: Dict[str, Any], permutation: str) -> Tuple[torch.nn.Module, torch.optim.Optimizer]:
+    """The recipe's model (with `permutation`) and optimizer, as train.py creates them."""
+    torch.manual_seed(0)
+    model = timm.create_model(recipe['model'], num_classes=recipe['num_classes'], in_chans=recipe['in_chans'],
+                              permutation=permutation, **(recipe.get('model_kwargs') or {}))
+    model.train()
+    optimizer = create_optimizer_v2(model, opt=recipe['opt'], lr=recipe['lr'], momentum=recipe.get('momentum', 0.9),
+                                    weight_decay=recipe['weight_decay'])
+    return model, optimizer
+
+
+class Stepper:
+    """One model's training step (train.py's: forward, loss, backward, optimizer step) on a fixed batch."""
+
+    def __init__(self, recipe: Dict[str, Any], permutation: str, mode: str, batch: int):
+        self.model, self.optimizer = build(recipe, permutation)
+        self.name = f'{recipe["model"]} permutation={permutation}'
+        self.forward = torch.compile(self.model) if mode == 'compile' else self.model
+        gen = torch.Generator().manual_seed(1)
+        size = recipe['img_size']
+        self.x = torch.randn(batch, recipe['in_chans'], size, size, generator=gen)
+        self.y = torch.randint(0, recipe['num_classes'], (batch,), generator=gen)
+
+    def step(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.forward(self.x), self.y)
+        loss.backward()
+        self.optimizer.step()
+
+    def cpu_per_step(self, steps: int) -> float:
+        start = time.process_time()
+        for _ in range(steps):
+            self.step()
+        return (time.process_time() - start) / steps
+
+
+def quartiles(values: Sequence[float]) -> Tuple[float, float, float]:
+    q = statistics.quantiles(values, n=4, method='inclusive') if len(values) > 1 else [values[0]] * 3
+    return q[0], statistics.median(values), q[2]
+
+
+def measure(recipe: Dict[str, Any], mode: str, batch: int, reps: int, steps: int, warmup: int) -> Dict[str, Any]:
+    """CPU seconds per step of each model in `reps` interleaved repetitions, and the per-repetition ratios."""
+    steppers = {p: Stepper(recipe, p, mode, batch) for p in ('normal', 'random')}
+    t0 = time.time()
+    for s in steppers.values():  # warm-up (compile: the compilation itself)
+        for _ in range(warmup):
+            s.step()
+    warm_s = time.time() - t0
+    times: Dict[str, List[float]] = {p: [] for p in steppers}
+    for rep in range(reps):
+        order = ('normal', 'random') if rep % 2 == 0 else ('random', 'normal')
+        for p in order:
+            times[p].append(steppers[p].cpu_per_step(steps))
+    ratios = [r / n for r, n in zip(times['random'], times['normal'])]
+    return dict(mode=mode, reps=reps, steps=steps, warmup=warmup, warmup_wall_s=warm_s, cpu_per_step=times,
+                ratios=ratios, params={p: sum(t.numel() for t in s.model.parameters()) for p, s in steppers.items()})
+
+
+def profile(recipe: Dict[str, Any], mode: str, batch: int, steps: int, rounds: int = 3) -> Dict[str, Dict[str, float]]:
+    """Self CPU time (ms per step) of every operator of each model's step (torch.profiler, after a warm-up): the
+    two models profiled in turn `rounds` times, each operator's minimum kept (a busy machine's preemptions inflate
+    single profiles at random)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+    steppers = {p: Stepper(recipe, p, mode, batch) for p in ('normal', 'random')}
+    for s in steppers.values():
+        for _ in range(3):
+            s.step()
+    out: Dict[str, Dict[str, float]] = {p: {} for p in steppers}
+    for _ in range(rounds):
+        for p, s in steppers.items():
+            with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+                for _ in range(steps):
+                    s.step()
+            for e in prof.key_averages():
+                ms = e.self_cpu_time_total / 1000 / steps
+                out[p][e.key] = min(out[p].get(e.key, ms), ms)
+    return out
+
+
+def permutation_ops(recipe: Dict[str, Any], batch: int, reps: int = 7, calls: int = 100) -> Dict[str, Any]:
+    """What one permutation costs on this (B, m): the normal model's transpose copy (J_c) against the gathers an RP
+    layer can use (µs per call, median over `reps`), and how many of each a forward pass makes."""
+    from timm_pkmixer.layers.permutation import FixedPermutation, Transpose
+    rp, _ = build(recipe, 'random')
+    normal, _ = build(recipe, 'normal')
+    d = rp.describe()
+    x = torch.randn(batch, d.num_tokens * d.dim)
+    index = torch.randperm(x.shape[1])
+    expanded, out = index.expand(batch, -1), torch.empty_like(x)
+    cases = {'transpose copy (normal: J_c)': lambda: x.view(batch, d.num_tokens, d.dim).transpose(1, 2).contiguous(),
+             'index_select along features (RP)': lambda: torch.index_select(x, 1, index, out=out),
+             'expanded torch.gather (RP)': lambda: torch.gather(x, 1, expanded, out=out),
+             'plain copy (for scale)': lambda: out.copy_(x)}
+    times = {}
+    for name, f in cases.items():
+        for _ in range(10):
+            f()
+        runs = []
+        for _ in range(reps):
+            start = time.process_time()
+            for _ in range(calls):
+                f()
+            runs.append((time.process_time() - start) / calls * 1e6)
+        times[name] = statistics.median(runs)
+    counts = dict(transposes=sum(isinstance(m, Transpose) for m in normal.modules()),
+                  gathers=sum(isinstance(m, FixedPermutation) for m in rp.modules()))
+    return dict(shape=list(x.shape), us_per_call=times, per_forward=counts)
+
+
+def fmt(q: Tuple[float, float, float], scale: float = 1.0, digits: int = 1) -> str:
+    lo, mid, hi = (v * scale for v in q)
+    return f'{mid:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]'
+
+
+def markdown(results: List[Dict[str, Any]], env: Dict[str, Any], batch: int,
+             profiles: Dict[str, Dict[str, Dict[str, float]]], ops: Dict[str, Any]) -> str:
+    steps_per_epoch = TRAIN_IMAGES // batch
+    lines = [f'RP S-Mixer against the normal one, `{RECIPE}` (batch {batch}, {env["threads"]} thread): CPU time '
+             f'per training step (ms; median [IQR] over the repetitions) and per epoch of {TRAIN_IMAGES} images '
+             f'({steps_per_epoch} steps, extrapolated), and the ratio RP / normal (median of the per-repetition '
+             f'ratios [IQR]); target ≤ {TARGET}.', '',
+             '| mode | normal ms/step | RP ms/step | normal s/epoch | RP s/epoch | RP / normal | ≤ 1.05 |',
+             '|---|---|---|---|---|---|---|']
+    for r in results:
+        n, p, ratio = (quartiles(r['cpu_per_step']['normal']), quartiles(r['cpu_per_step']['random']),
+                       quartiles(r['ratios']))
+        lines.append(f'| {r["mode"]} ({r["reps"]} × {r["steps"]} steps) | {fmt(n, 1e3)} | {fmt(p, 1e3)} | '
+                     f'{n[1] * steps_per_epoch:.1f} | {p[1] * steps_per_epoch:.1f} | {fmt(ratio, digits=3)} | '
+                     f'{"met" if ratio[1] <= TARGET else "not met"} |')
+    if ops:
+        lines += ['', f'One permutation of a ({ops["shape"][0]}, {ops["shape"][1]}) batch (µs of CPU per call, '
+                      f'median); a forward pass makes {ops["per_forward"]["transposes"]} transposes (normal) or '
+                      f'{ops["per_forward"]["gathers"]} gathers (RP), the backward as many again:', '',
+                  '| operation | µs |', '|---|---|']
+        lines += [f'| {name} | {us:.0f} |' for name, us in ops['us_per_call'].items()]
+    lines += ['', 'Environment: ' + ', '.join(f'{k} {v}' for k, v in env.items())]
+    for mode, prof in profiles.items():
+        diff = sorted(set(prof['normal']) | set(prof['random']),
+                      key=lambda k: -abs(prof['random'].get(k, 0.) - prof['normal'].get(k, 0.)))
+        total = {p: sum(v.values()) for p, v in prof.items()}
+        lines += ['', f'Profile ({mode}; self CPU ms per step, torch.profiler): normal {total["normal"]:.1f}, RP '
+                      f'{total["random"]:.1f}; the operators that differ most:', '',
+                  '| operator | normal | RP | RP − normal |', '|---|---|---|---|']
+        for k in diff[:12]:
+            a, b = prof['normal'].get(k, 0.), prof['random'].get(k, 0.)
+            lines.append(f'| `{k}` | {a:.2f} | {b:.2f} | {b - a:+.2f} |')
+    return '\n'.join(lines) + '\n'
+
+
+def main(argv: Sequence[str] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--modes', nargs='+', choices=('eager', 'compile'), default=['eager', 'compile'])
+    parser.add_argument('--reps', type=int, default=15, help='interleaved repetitions (default 15)')
+    parser.add_argument('--steps', type=int, default=5, help='steps per model per repetition (default 5)')
+    parser.add_argument('--warmup', type=int, default=5, help='warm-up steps per model (default 5)')
+    parser.add_argument('--quick', action='store_true', help='5 repetitions of 3 steps')
+    parser.add_argument('--batch-size', type=int, default=None, help="default: the recipe's (128)")
+    parser.add_argument('--profile', action='store_true',
+                        help="also profile each model's step per mode, and time one permutation of each kind")
+    parser.add_argument('--gather', default=None, choices=('tuned', 'index_select', 'gather'),
+                        help="the RP model's eager gather backend (default: the package's table: tuned)")
+    parser.add_argument('--out-dir', default=str(Path(__file__).with_name('rp_cost')))
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.reps, args.steps = 5, 3
+    torch.set_num_threads(1)
+    recipe = load_recipe(str(resolve_recipe(RECIPE)))
+    batch = args.batch_size or recipe['batch_size']
+    load = os.getloadavg()
+    with use_gather_backend(args.gather, 'cpu', ('eager',)) if args.gather else contextlib.nullcontext():
+        results = [measure(recipe, mode, batch, args.reps, args.steps, args.warmup) for mode in args.modes]
+        profiles = {mode: profile(recipe, mode, batch, 3) for mode in args.modes} if args.profile else {}
+        ops = permutation_ops(recipe, batch) if args.profile else {}
+        backend = GATHER_TABLE['cpu', 'eager']
+    chosen = ', '.join(f'tuned for ({k[2]}, {k[3]}): {v}' for k, v in tuned_choices().items() if k[0] == 'cpu')
+    env = dict(threads=torch.get_num_threads(), gather=backend + (f' ({chosen})' if chosen else ''),
+               torch=torch.__version__, timm=timm.__version__,
+               cpu=platform.processor() or platform.machine(), cores=os.cpu_count(),
+               load=f'{load[0]:.1f} before, {os.getloadavg()[0]:.1f} after',
+               date=time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))
+    text = markdown(results, env, batch, profiles, ops)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / 'rp_cost.md').write_text(text, encoding='utf-8')
+    (out / 'rp_cost.json').write_text(json.dumps(dict(recipe=RECIPE, batch=batch, env=env, results=results,
+                                                      profiles=profiles, permutation_ops=ops), indent=1),
+                                      encoding='utf-8')
+    print(text, end='')
+
+
+if __name__ == '__main__':
+    main()

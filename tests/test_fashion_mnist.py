@@ -1,0 +1,297 @@
+"""Fashion-MNIST as a first-class dataset: `pkmixer prepare-fashion-mnist DIR` writes the layout timm's
+``torch/fashion_mnist`` reads (real files, upstream names, 60,000 / 10,000 images, 6,000 / 1,000 per class), from
+Debian's ``dataset-fashion-mnist``, a ``--source`` folder or torchvision's download; names a missing or corrupted file
+(truncated, not gzip, wrong IDX magic), keeps a folder already prepared, and without a network says in one line how
+to get the data; and a packaged ``fashion_mnist/`` recipe trains on the real images through timm's train.py.
+
+The tests that read the real data need Debian's package (`.ci/install-fashion-mnist` installs it where CI runs as
+root); elsewhere they skip and say why. The faults are tested on synthetic files of the upstream shapes."""
+import csv
+import gzip
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from timm_pkmixer.experiments.fashion_mnist import DEBIAN_DIR, DEBIAN_PACKAGE, FASHION_MNIST_FILES
+
+from conftest import command_messages
+
+NAMES = list(FASHION_MNIST_FILES)
+DEBIAN = all((DEBIAN_DIR / f'{name}.gz').is_file() for name in NAMES)
+NOT_INSTALLED = (f"Debian's {DEBIAN_PACKAGE} is not installed ({DEBIAN_DIR}): as root, apt-get install "
+                 f'{DEBIAN_PACKAGE} (.ci/install-fashion-mnist)')
+needs_debian = pytest.mark.skipif(not DEBIAN, reason=NOT_INSTALLED)
+REAL_TRAIN_PY = os.environ.get('TIMM_TRAIN_PY')  # read before a fixture clears it
+
+
+def idx_bytes(kind: str, count: int, magic: int = None) -> bytes:
+    """An IDX file of the upstream shape: `count` blank 28×28 images, or labels cycling through the 10 classes."""
+    if kind == 'images':
+        header = np.array([magic or 2051, count, 28, 28], dtype='>u4').tobytes()
+        return header + bytes(count * 28 * 28)
+    return np.array([magic or 2049, count], dtype='>u4').tobytes() + (np.arange(count) % 10).astype(np.uint8).tobytes()
+
+
+@pytest.fixture(scope='module')
+def synthetic_source(tmp_path_factory) -> Path:
+    """A folder with the four upstream .gz files (synthetic content of the upstream shapes)."""
+    folder = tmp_path_factory.mktemp('source')
+    for name, (_, kind, count) in FASHION_MNIST_FILES.items():
+        with gzip.open(folder / f'{name}.gz', 'wb', compresslevel=1) as f:
+            f.write(idx_bytes(kind, count))
+    return folder
+
+
+def source_with(synthetic_source: Path, tmp_path: Path, name: str, content: bytes = None) -> Path:
+    """A copy of the synthetic source with `name`.gz replaced by `content` (None: removed)."""
+    folder = tmp_path / 'src'
+    shutil.copytree(synthetic_source, folder)
+    target = folder / f'{name}.gz'
+    target.unlink()
+    if content is not None:
+        target.write_bytes(content)
+    return folder
+
+
+def prepare(cli, *argv):
+    code, out, err = cli('prepare-fashion-mnist', *map(str, argv))
+    return code, out, command_messages(err)
+
+
+@pytest.fixture(scope='module')
+def debian_prepared(tmp_path_factory) -> Path:
+    if not DEBIAN:
+        pytest.skip(NOT_INSTALLED)
+    from timm_pkmixer.experiments.fashion_mnist import prepare_fashion_mnist
+    root = tmp_path_factory.mktemp('fashion_mnist')
+    prepared = prepare_fashion_mnist(str(root), download=False)
+    assert (prepared.source, prepared.origin) == ('debian', str(DEBIAN_DIR))
+    return root
+
+
+# ----------------------------------------------------------------------------------------------- the real data
+
+@needs_debian
+def test_prepared_from_debian_is_what_timm_reads(debian_prepared):
+    """Real files (not links to Debian's recompressed .gz, which torchvision rejects) under their upstream names,
+    read by timm's torch/fashion_mnist as train.py reads it: 60,000 / 10,000 28×28 grayscale images, balanced."""
+    from timm.data import create_dataset
+    raw = debian_prepared / 'FashionMNIST' / 'raw'
+    assert sorted(os.listdir(raw)) == sorted(NAMES)
+    sizes = {'train-images-idx3-ubyte': 16 + 60000 * 784, 'train-labels-idx1-ubyte': 8 + 60000,
+             't10k-images-idx3-ubyte': 16 + 10000 * 784, 't10k-labels-idx1-ubyte': 8 + 10000}
+    for name, size in sizes.items():
+        assert (raw / name).is_file() and not (raw / name).is_symlink() and (raw / name).stat().st_size == size
+    for split, count in (('train', 60000), ('validation', 10000)):
+        ds = create_dataset('torch/fashion_mnist', root=str(debian_prepared), split=split, download=False)
+        assert len(ds) == count
+        assert np.bincount(ds.targets.numpy(), minlength=10).tolist() == [count // 10] * 10
+        image, label = ds[0]
+        assert (image.size, image.mode) == ((28, 28), 'L') and 0 <= label < 10
+    assert ds.classes[0] == 'T-shirt/top' and ds.classes[9] == 'Ankle boot'
+
+
+@needs_debian
+def test_the_cli_prepares_from_debian_and_says_so(tmp_path, cli):
+    code, out, err = prepare(cli, tmp_path / 'fm')
+    assert code == 0, err
+    assert out.splitlines() == [
+        f"{tmp_path / 'fm' / 'FashionMNIST' / 'raw'}: Fashion-MNIST, 60000 train and 10000 test images, 10 classes "
+        f"(Debian's dataset-fashion-mnist {DEBIAN_DIR})",
+        f"train on it with: pkmixer train fashion_mnist/s_mixer_fig7 --data-dir {tmp_path / 'fm'}"]
+
+
+def test_an_already_prepared_folder_is_checked_and_kept(synthetic_source, tmp_path, cli):
+    root = tmp_path / 'fm'
+    assert prepare(cli, root, '--source', synthetic_source)[0] == 0
+    raw = root / 'FashionMNIST' / 'raw'
+    before = {name: (raw / name).stat() for name in NAMES}
+    bad_source = source_with(synthetic_source, tmp_path, NAMES[0], b'not gzip')  # not read: nothing to do
+    for argv in ((), ('--source', bad_source), ('--no-download',)):
+        code, out, err = prepare(cli, root, *argv)
+        assert code == 0, err
+        assert out.startswith(f'{raw}: Fashion-MNIST, 60000 train and 10000 test images, 10 classes (already '
+                              f'prepared, checked and kept: {raw})')
+    assert {name: (raw / name).stat() for name in NAMES} == before  # the same files, untouched
+
+
+def test_source_folder_and_a_partly_prepared_folder(synthetic_source, tmp_path, cli):
+    """--source names the folder; a folder holding some of the files gets the others, its own kept."""
+    root = tmp_path / 'fm'
+    code, out, err = prepare(cli, root, '--source', synthetic_source)
+    assert code == 0 and f'(the folder {synthetic_source})' in out, err
+    raw = root / 'FashionMNIST' / 'raw'
+    (raw / NAMES[3]).unlink()
+    kept = (raw / NAMES[0]).stat()
+    code, out, err = prepare(cli, root, '--source', synthetic_source)
+    assert code == 0 and (raw / NAMES[3]).is_file() and (raw / NAMES[0]).stat() == kept, err
+
+
+# ------------------------------------------------------------------------------------------------------- faults
+
+@pytest.mark.parametrize('name,content,message', ids=['missing', 'not-gzip', 'truncated-gz', 'wrong-magic',
+                                                      'truncated-idx', 'no-header'], argvalues=[
+    (NAMES[0], None, '{src} lacks train-images-idx3-ubyte.gz; reinstall it (as root: apt-get install --reinstall '
+                     'dataset-fashion-mnist) or give another source'),
+    (NAMES[3], b'not a gzip file', "{src}/t10k-labels-idx1-ubyte.gz cannot be decompressed (BadGzipFile: Not a "
+                                   "gzipped file (b'no')); reinstall it"),
+    (NAMES[0], 'truncated', '{src}/train-images-idx3-ubyte.gz cannot be decompressed (EOFError: Compressed file ended '
+                            'before the end-of-stream marker was reached); reinstall it'),
+    (NAMES[1], gzip.compress(idx_bytes('labels', 60000, magic=2051), mtime=0),
+     '{src}/train-labels-idx1-ubyte.gz (decompressed) is not the Fashion-MNIST labels file: its IDX header says '
+     '(2051, 60000), expected (2049, 60000) (magic, count[, rows, cols]); reinstall it'),
+    (NAMES[2], gzip.compress(idx_bytes('images', 10000)[:-5], mtime=0),
+     '{src}/t10k-images-idx3-ubyte.gz (decompressed) is truncated or padded: 7840011 bytes, expected 7840016'),
+    (NAMES[3], gzip.compress(bytes(8) + bytes(10000), mtime=0),
+     '{src}/t10k-labels-idx1-ubyte.gz (decompressed) is not the Fashion-MNIST labels file: its IDX header says (0, 0)'),
+])
+def test_a_missing_or_corrupted_source_file_is_named(synthetic_source, tmp_path, cli, name, content, message):
+    if content == 'truncated':
+        content = (synthetic_source / f'{name}.gz').read_bytes()[:1000]
+    src = source_with(synthetic_source, tmp_path, name, content)
+    code, out, err = prepare(cli, tmp_path / 'fm', '--source', src)
+    assert code == 2 and out == ''
+    assert err.startswith(f'pkmixer prepare-fashion-mnist: error: {message.format(src=src)}'), err
+    assert len(err.splitlines()) == 1
+    raw = tmp_path / 'fm' / 'FashionMNIST' / 'raw'
+    assert not raw.exists() or name not in os.listdir(raw) and not any(f.startswith('.') for f in os.listdir(raw))
+
+
+def test_a_bad_file_already_prepared_is_named_and_kept(synthetic_source, tmp_path, cli):
+    raw = tmp_path / 'fm' / 'FashionMNIST' / 'raw'
+    raw.mkdir(parents=True)
+    (raw / NAMES[2]).write_bytes(idx_bytes('images', 10000)[:100])
+    code, out, err = prepare(cli, tmp_path / 'fm', '--source', synthetic_source)
+    assert code == 2 and err == (f'pkmixer prepare-fashion-mnist: error: {raw / NAMES[2]} is truncated or padded: 100 '
+                                 f'bytes, expected 7840016; it is kept as it is: delete it (or give another folder) '
+                                 f'and run this again\n')
+    assert (raw / NAMES[2]).stat().st_size == 100 and os.listdir(raw) == [NAMES[2]]
+
+
+def test_a_source_that_is_not_a_folder_is_named_by_its_flag(tmp_path, cli):
+    code, out, err = prepare(cli, tmp_path / 'fm', '--source', tmp_path / 'nowhere')
+    assert code == 2
+    assert err == f"pkmixer prepare-fashion-mnist: error: --source {tmp_path / 'nowhere'}: no such folder\n"
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """No Debian copy, and torchvision's mirrors on a port where nothing listens (a refused connection)."""
+    from torchvision.datasets import FashionMNIST
+
+    from timm_pkmixer.experiments import fashion_mnist
+    monkeypatch.setattr(fashion_mnist, 'DEBIAN_DIR', Path('/nonexistent/fashion-mnist'))
+    monkeypatch.setattr(FashionMNIST, 'mirrors', ['http://127.0.0.1:9/'])
+
+
+def test_no_network_is_one_line_naming_debian_s_package(tmp_path, cli, no_network):
+    code, out, err = prepare(cli, tmp_path / 'fm')
+    assert code == 2 and out == ''
+    assert err.startswith('pkmixer prepare-fashion-mnist: error: could not download Fashion-MNIST into '
+                          f"{tmp_path / 'fm'} (RuntimeError: Error downloading train-images-idx3-ubyte.gz: Tried "
+                          'http://127.0.0.1:9/, got: <urlopen error [Errno 111] Connection refused>). Without a '
+                          "network, install Debian's copy (as root: apt-get install dataset-fashion-mnist) and run "
+                          'this again, or put the four upstream .gz files in a folder and give that folder with '
+                          '--source'), err
+    assert len(err.splitlines()) == 1
+    assert os.listdir(tmp_path / 'fm') == []  # the download's temporary folder is gone
+    code, out, err = prepare(cli, tmp_path / 'fm2', '--no-download')
+    assert code == 2 and err == ('pkmixer prepare-fashion-mnist: error: no Fashion-MNIST here: /nonexistent/'
+                                 'fashion-mnist does not exist (as root: apt-get install dataset-fashion-mnist) and '
+                                 'the download is switched off\n')
+
+
+# ------------------------------------------------------------------------------------------- pkmixer train on it
+
+def write_subset(prepared: Path, root: Path, train: int, test: int) -> Path:
+    """The first `train` / `test` images of a prepared Fashion-MNIST as a folder torchvision reads (real images:
+    a short run on the real data)."""
+    raw = root / 'FashionMNIST' / 'raw'
+    raw.mkdir(parents=True)
+    for name, (split, kind, _) in FASHION_MNIST_FILES.items():
+        n = train if split == 'train' else test
+        header, item = (16, 784) if kind == 'images' else (8, 1)
+        data = (prepared / 'FashionMNIST' / 'raw' / name).read_bytes()
+        (raw / name).write_bytes(data[:4] + n.to_bytes(4, 'big') + data[8:header] + data[header:header + n * item])
+    return root
+
+
+@pytest.mark.slow  # 200 steps of the recipe's S-Mixer: about 20 s idle, 40 s on this busy 2-core machine
+@pytest.mark.skipif(not REAL_TRAIN_PY, reason="TIMM_TRAIN_PY is not set: timm's train.py is not in the timm wheel")
+def test_a_packaged_recipe_trains_on_the_real_images(debian_prepared, tmp_path):
+    """`pkmixer train fashion_mnist/s_mixer_fig7` through timm's train.py: 200 steps (batch 32) on the first 6,400
+    real training images, evaluated on the first 1,000 test images: a real top-1, far above chance (10 %)."""
+    import subprocess
+    data = write_subset(debian_prepared, tmp_path / 'data', 6400, 1000)
+    proc = subprocess.run(
+        [sys.executable, '-m', 'timm_pkmixer', 'train', 'fashion_mnist/s_mixer_fig7', '--train-py', REAL_TRAIN_PY,
+         '--data-dir', str(data), '--epochs', '1', '-b', '32', '-j', '1', '--threads', '1', '--device', 'cpu',
+         '--output', str(tmp_path / 'runs'), '--experiment', 'fm'], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (f"[pkmixer] dataset: Fashion-MNIST (torchvision's FashionMNIST), {data / 'FashionMNIST' / 'raw'} (there)"
+            in proc.stdout.splitlines())
+    assert 'Train: 0 [ 199/200 (100%)]' in proc.stdout + proc.stderr
+    with open(tmp_path / 'runs' / 'fm' / 'summary.csv', newline='') as f:
+        (row,) = list(csv.DictReader(f))
+    assert 50 < float(row['eval_top1']) <= 100 and float(row['train_loss']) < 2.3  # ln 10 = 2.30: chance
+
+
+# ----------------------------------------------------------------------- .ci/install-fashion-mnist (CI installs it)
+
+INSTALL = Path(__file__).resolve().parent.parent / '.ci' / 'install-fashion-mnist'
+FRONTEND = '/var/lib/dpkg/lock-frontend'  # what apt-get install takes first
+needs_apt_root = pytest.mark.skipif(not hasattr(os, 'geteuid') or os.geteuid() != 0 or not shutil.which('apt-get')
+                                    or not Path(FRONTEND).is_file(), reason='needs root, apt-get and dpkg')
+
+
+def install(wait_s: int, path: str = None):
+    import subprocess
+    env = dict(os.environ, PKMIXER_APT_LOCK_WAIT=str(wait_s), **({'PATH': path} if path else {}))
+    return subprocess.run(['/bin/bash', str(INSTALL)], capture_output=True, text=True, timeout=600, env=env)
+
+
+def hold_lock(seconds: float):
+    """A process holding dpkg's frontend lock for `seconds`, as apt holds it (an fcntl write lock)."""
+    import subprocess
+    code = (f'import fcntl, os, time\nfd = os.open({FRONTEND!r}, os.O_RDWR)\nfcntl.lockf(fd, fcntl.LOCK_EX)\n'
+            f'print("held", flush=True)\ntime.sleep({seconds})\n')
+    holder = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == 'held'
+    return holder
+
+
+@needs_apt_root
+def test_the_install_waits_for_apt_s_lock_and_fails_rather_than_skips():
+    """Against the real apt-get and dpkg lock: a lock held a few seconds is waited for (said on stderr), then the
+    package is installed (or found installed); one held past the wait fails with exit 1, not 3 (which skips)."""
+    holder = hold_lock(4)
+    try:
+        proc = install(120)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 0, proc.stderr
+    assert f'apt-get install: Could not get lock {FRONTEND}. It is held by process {holder.pid}' in proc.stderr
+    assert DEBIAN_DIR.is_dir()
+    holder = hold_lock(120)
+    try:
+        proc = install(3)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 1, proc.stderr
+    assert 'install-fashion-mnist: apt-get install -y dataset-fashion-mnist: the lock was still held after 3 s' in \
+        proc.stderr
+
+
+def test_the_install_without_apt_get_says_why_and_skips(tmp_path):
+    for tool in ('id', 'cat', 'rm', 'mktemp', 'grep', 'cut', 'sleep'):
+        if shutil.which(tool):
+            (tmp_path / tool).symlink_to(shutil.which(tool))
+    proc = install(3, path=str(tmp_path))
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.startswith('Fashion-MNIST unavailable: dataset-fashion-mnist is not installed and ')
