@@ -259,6 +259,16 @@ class PermutationSpec:
             raise ValueError('channel mixing keeps the number of tokens')
 
     @property
+    def num_in(self) -> int:
+        """m_in = S_in·C, the features J1 permutes."""
+        return self.num_tokens_in * self.dim
+
+    @property
+    def num_out(self) -> int:
+        """m_out = S_out·C, the features J2 permutes."""
+        return self.num_tokens_out * self.dim
+
+    @property
     def rows_in(self) -> Tuple[int, int]:
         """(n1, n2_in): C rows of S_in (token mixing) or S rows of C (channel mixing)."""
         return (self.dim, self.num_tokens_in) if self.mixing == 'token' else (self.num_tokens_in, self.dim)
@@ -301,10 +311,9 @@ class RandomPermutations:
     @staticmethod
     def layers(spec: PermutationSpec) -> Tuple[nn.Module, nn.Module]:
         tiling_in, tiling_out = spec.tilings()
-        c = spec.dim
-        perm_in = FixedPermutation(spec.num_tokens_in * c, spec.rows_in, seed=spec.seed, key=f'{spec.key}.perm_in',
+        perm_in = FixedPermutation(spec.num_in, spec.rows_in, seed=spec.seed, key=f'{spec.key}.perm_in',
                                    device=spec.device, tiling=tiling_in)
-        perm_out = FixedPermutation(spec.num_tokens_out * c, (spec.num_tokens_out, c), seed=spec.seed,
+        perm_out = FixedPermutation(spec.num_out, (spec.num_tokens_out, spec.dim), seed=spec.seed,
                                     key=f'{spec.key}.perm_out', device=spec.device, tiling=tiling_out)
         return perm_in, perm_out
 
