@@ -141,3 +141,13 @@ def test_without_the_entry_the_kind_is_refused():
     assert 'reverse' not in PERMUTATION_KINDS  # the fixture's entry is gone with its test
     with pytest.raises(InvalidArgumentError, match=r"permutation must be one of \('normal', 'random'\), got 'reverse'"):
         timm.create_model(MODEL, permutation='reverse', device='meta')
+
+
+def test_the_walkthrough_states_the_counts_of_this_example():
+    """docs/ARCHITECTURE.md's walkthrough quotes the example's size and this file's tests: kept true here."""
+    text = ' '.join(open(os.path.join(TESTS, '..', 'docs', 'ARCHITECTURE.md'), encoding='utf-8').read().split())
+    with open(os.path.join(TESTS, 'example_permutation_kind.py'), encoding='utf-8') as f:
+        lines = len(f.read().splitlines())
+    tests = sum(name.startswith('test_') for name in globals())
+    assert f'`tests/example_permutation_kind.py` ({lines} lines' in text
+    assert f'`tests/test_permutation_kinds.py` ({tests} tests' in text
