@@ -8,6 +8,7 @@ Width numbers follow §4.1: Ω = average connections per layer, m = effective wi
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Dict, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
+from .permutation_kinds import PERMUTATION_KINDS
 from .width import optimal_width
 
 __all__ = ['ModelDescription', 'Describable', 'describe_mixer', 'describe_sw_mlp', 'describe_shallow', 'built_label',
@@ -18,12 +19,21 @@ _SHALLOW_FAMILY = {'monarch': 'Shallow Monarch', 'kronecker': 'Shallow Kronecker
 
 
 def permutation_label(permutation: Sequence[str]) -> str:
-    """'normal' or 'random' when every block agrees, else the per-block pattern, one letter per block
-    ('R' random, 'N' normal): 'RNNN' is a 4-block model whose first block alone is random."""
+    """The kind ('normal', 'random') when every block agrees, else the per-block pattern, each block's kind by its
+    label in PERMUTATION_KINDS ('R' random, 'N' normal): 'RNNN' is a 4-block model whose first block alone is
+    random."""
     kinds = set(permutation)
     if len(kinds) == 1:
         return next(iter(kinds))
-    return ''.join('R' if p == 'random' else 'N' for p in permutation)
+    return ''.join(PERMUTATION_KINDS[p].label for p in permutation)
+
+
+def _mixer_family(family: str, permutation: Sequence[str]) -> str:
+    """The family with the prefixes of its blocks' kinds in table order ('RP S-Mixer'), 'Mixed' before them
+    when the blocks differ ('Mixed RP S-Mixer')."""
+    kinds = set(permutation)
+    prefixes = ''.join(kind.family_prefix for name, kind in PERMUTATION_KINDS.items() if name in kinds)
+    return ('Mixed ' if prefixes and len(kinds) > 1 else '') + prefixes + family
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,8 +52,8 @@ class ModelDescription:
     token_hidden: Optional[int] = None   # hidden width of the token MLP (None: one FC)
     channel_hidden: Optional[int] = None  # hidden width of the channel MLP (None: one FC)
     hidden: Optional[int] = None         # SW-MLP hidden width γm (None: FC blocks)
-    permutation: Tuple[str, ...] = ()    # per block: 'normal' or 'random' (Mixers)
-    perm_seed: Optional[int] = None      # seed of the random permutations (when any block is random)
+    permutation: Tuple[str, ...] = ()    # per block: a kind of PERMUTATION_KINDS, 'normal' or 'random' (Mixers)
+    perm_seed: Optional[int] = None      # seed of the random permutations (when a block's kind has one)
     mask_seed: Optional[int] = None      # seed of the SW-MLP masks
     outer_act: Optional[bool] = None     # SW-MLP MLP blocks: φ after the second layer (eq. S.17) or not (C.1)
     tiles: int = 1                       # K: expanded from K-times smaller images, K × K tiles (expand_resolution)
@@ -83,8 +93,8 @@ class ModelDescription:
 
     @property
     def random_blocks(self) -> Tuple[int, ...]:
-        """Indices of the blocks with random permutations."""
-        return tuple(i for i, p in enumerate(self.permutation) if p == 'random')
+        """Indices of the blocks whose permutations are derived from a seed (random ones)."""
+        return tuple(i for i, p in enumerate(self.permutation) if PERMUTATION_KINDS[p].seeded)
 
     @property
     def has_random_structure(self) -> bool:
@@ -151,15 +161,12 @@ def describe_mixer(
     permutation = tuple(permutation) or ('normal',) * depth
     omega = (c * s * (token_hidden or s) + s * c * (channel_hidden or c)) / 2
     block_type = 'fc' if token_hidden is None and channel_hidden is None else 'mlp'
-    random = 'random' in permutation
-    family = _FAMILY_BY_BLOCK[block_type]
-    if random:
-        family = ('RP ' if set(permutation) == {'random'} else 'Mixed RP ') + family
+    seeded = any(PERMUTATION_KINDS[p].seeded for p in permutation)
     return ModelDescription(
-        family=family, block_type=block_type, depth=depth, width=s * c, omega=omega,
-        density=(1 / c + 1 / s) / 2, gamma=2 * omega / (c * s * s + c * c * s), num_tokens=s, dim=c,
-        token_hidden=token_hidden, channel_hidden=channel_hidden, permutation=permutation,
-        perm_seed=perm_seed if random else None, tiles=tiles)
+        family=_mixer_family(_FAMILY_BY_BLOCK[block_type], permutation), block_type=block_type, depth=depth,
+        width=s * c, omega=omega, density=(1 / c + 1 / s) / 2, gamma=2 * omega / (c * s * s + c * c * s),
+        num_tokens=s, dim=c, token_hidden=token_hidden, channel_hidden=channel_hidden, permutation=permutation,
+        perm_seed=perm_seed if seeded else None, tiles=tiles)
 
 
 def describe_sw_mlp(width: int, depth: int, density: float, hidden: Optional[int] = None,

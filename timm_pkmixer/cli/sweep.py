@@ -4,6 +4,7 @@ import re
 import shlex
 from pathlib import Path
 
+from ..permutation_kinds import PERMUTATION_KINDS
 from ._common import POSITIVE_INT, POSITIVE_REAL, ParseKwargs, add_command, in_flag_terms, progress
 
 __all__ = ['add_commands']
@@ -82,7 +83,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument('--out-dir', default=None, help='folder for the generated recipes (a new one, or --add)')
     p.add_argument('--add', action='store_true', help='add to a folder that already holds a sweep')
     p.add_argument('--explain', action='store_true', help='print every setting, its value and its source')
-    p.add_argument('--permutation', nargs='+', choices=('random', 'normal'), default=None,
+    p.add_argument('--permutation', nargs='+', choices=tuple(PERMUTATION_KINDS), default=None,
                    help='RP and/or normal Mixers (default: both, as in the paper; not for rp-block)')
     p.add_argument('--seeds', nargs='+', type=int, default=None,
                    help="distinct training (and permutation / mask) seeds in 0 … 2^32 − 1 (default: as many as the "

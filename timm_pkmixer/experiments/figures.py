@@ -10,6 +10,7 @@ import numpy as np
 
 from ..analysis._matplotlib import require_matplotlib
 from ..errors import InvalidArgumentError
+from ..permutation_kinds import PERMUTATION_KINDS
 from .curve_figures import add_note, integer_epochs, plot_curve_bands
 from .run_folder import ARGS_YAML, RunFileError, read_args_yaml
 from .run_folder import read_summary as read_run_summary
@@ -134,7 +135,7 @@ def _series(points, key):
     out: Dict[str, List[tuple]] = {}
     for p in points:
         row = p.row()
-        label = row['permutation'] if row['permutation'] in ('normal', 'random') else 'mixed'
+        label = row['permutation'] if row['permutation'] in PERMUTATION_KINDS else 'mixed'
         if p.description.family == 'SW-MLP':
             label = 'SW-MLP'
         out.setdefault(label, []).append((key(row), row['top1_err_mean'], row['top1_err_sd']))
@@ -217,14 +218,14 @@ def plot_report(report, out_dir, progress: Optional[Callable[[str], None]] = Non
             fig = Figure(figsize=(6.5, 3.8), layout='constrained')
             ax = fig.subplots()
             rows = [p.row() for p in points]
-            singles = sorted((r for r in rows if r['permutation'] not in ('normal', 'random')),
+            singles = sorted((r for r in rows if r['permutation'] not in PERMUTATION_KINDS),
                              key=lambda r: r['permutation'].index('R'))
             xs = [r['permutation'].index('R') for r in singles]
             ax.bar(xs, [r['top1_err_mean'] for r in singles],
                    yerr=[0 if math.isnan(r['top1_err_sd']) else r['top1_err_sd'] for r in singles], capsize=3,
                    color='tab:purple', alpha=0.8, label='block l alone random')
             for r in rows:
-                if r['permutation'] in ('normal', 'random'):
+                if r['permutation'] in PERMUTATION_KINDS:
                     ax.axhline(r['top1_err_mean'], ls='--', **{k: v for k, v in _STYLE[r['permutation']].items()
                                                                 if k in ('color', 'label')})
             ax.set_xticks(xs), ax.set_xlabel('position l of the random block'), ax.set_ylabel('test error (%)')
@@ -271,9 +272,9 @@ def _plot_eval_loss(Figure, exp, points, out_dir, note: str = ''):
         n = min(len(c) for c in curves)
         mean = np.mean([c[:n] for c in curves], axis=0)
         means.append(mean)
-        setting = re.sub(r'_(normal|random)$', '', p.point)
+        setting = re.sub('_(' + '|'.join(PERMUTATION_KINDS) + ')$', '', p.point)
         colour = colours.setdefault(setting, f'C{len(colours) % 10}')
-        ls = '--' if p.description.permutation_label == 'random' else '-'
+        ls = '-' if p.description.permutation_label == 'normal' else '--'  # the MLP-Mixer solid, the others dashed
         ax.plot(np.arange(n), mean, ls=ls, color=colour, lw=1, label=p.point)
     finite = np.concatenate(means)
     finite = finite[np.isfinite(finite) & (finite > 0)]

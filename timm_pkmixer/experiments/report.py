@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import InvalidArgumentError, UserInputError
+from ..permutation_kinds import PERMUTATION_KINDS
 from .epochs_csv import read_epochs_csv, write_epochs_csv
 from .launch_marker import launch_changes
 from .run_folder import SEED_MODEL_ARGS, Run, RunFileError, epoch_ranges, find_runs, read_run
@@ -196,7 +197,7 @@ def infer_experiment(features: Sequence[Dict[str, Any]]) -> Tuple[str, List[str]
         return {f[key] for f in features}
     varies = [k for k in _FEATURES if len(values(k)) > 1]
     found = []
-    if any(p not in ('normal', 'random') and p.count('R') == 1 for p in values('permutation')):
+    if any(p not in PERMUTATION_KINDS and p.count('R') == 1 for p in values('permutation')):
         found.append('rp-block')
     if 'depth' in varies:
         found.append('depth')

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import InvalidArgumentError
+from ..permutation_kinds import PERMUTATION_KINDS
 from ..validation import choice
 from .recipes import load_recipe, resolve_recipe
 from .run_folder import SEED_RANGE
@@ -415,7 +416,7 @@ def plan_sweep(
     _check_choices(depths, densities)
     perms = list(permutations) if permutations is not None else list(params.get('permutations', ('random', 'normal')))
     for p in perms:
-        choice('permutation', p, ('random', 'normal'))
+        choice('permutation', p, tuple(PERMUTATION_KINDS))
     seeds, seed_setting = _seed_setting(fig, seeds)
     kwargs.update({k: params[k] for k in ('num_blocks', 'patch_size') if k in params})
     kwargs.update(params.get('model_kwargs', {}))

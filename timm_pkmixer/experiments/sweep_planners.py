@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import InvalidArgumentError
+from ..permutation_kinds import PERMUTATION_KINDS
 from ..width import patch_sweep, sw_mlp_width, tokens_for_omega, width_point
 from .sweep_tables import (
     CIFAR_SWEEP_PAIRS,
@@ -65,7 +66,7 @@ class SweepInput:
 
 
 def _perm(perm: str) -> Tuple[Dict[str, Any], str]:
-    return {'permutation': perm}, ('perm_seed' if perm == 'random' else '')
+    return {'permutation': perm}, ('perm_seed' if PERMUTATION_KINDS[perm].seeded else '')
 
 
 def _summary(model: str, kwargs: Mapping[str, Any]) -> Any:
@@ -177,7 +178,7 @@ def _plan_imagenet(sw: SweepInput) -> List[ExperimentPoint]:
     if sw.omega not in (None, IMAGENET_SWEEP_OMEGA):
         raise InvalidArgumentError(f'omega does not apply to the ImageNet width experiment (C.5 defines it at '
                                    f'Ω = {IMAGENET_SWEEP_OMEGA} only)')
-    return [ExperimentPoint('width', f'{"rp" if perm == "random" else "pk"}_mixer_b_w_p{pt.patch}_s{pt.num_tokens}'
+    return [ExperimentPoint('width', f'{PERMUTATION_KINDS[perm].name_prefix}_mixer_b_w_p{pt.patch}_s{pt.num_tokens}'
                                      f'_c{pt.dim}', sw.base['model'],
                             {**sw.kwargs, 'patch_size': pt.patch, 'embed_dim': pt.dim, 'num_tokens': pt.num_tokens,
                              'gamma': 4., 'skip_layer': True, **_perm(perm)[0]}, seeded=_perm(perm)[1],

@@ -7,11 +7,12 @@ from .monarch import BlockDiagonalLinear, MonarchLinear, monarch_block_size
 from .permutation import (
     FixedPermutation,
     IdentityPermutation,
+    PermutationSpec,
     Transpose,
     check_permutation,
     derive_permutation,
     permutation_digest,
 )
-from .pk_layer import PERMUTATIONS, PKMlp, make_pk_mlp
+from .pk_layer import PKMlp, make_pk_mlp
 from .skip_layer import SkipLayer
 from .structure import DerivedStructure

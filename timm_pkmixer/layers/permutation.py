@@ -14,6 +14,10 @@ Random permutations are derived, not drawn from torch's RNG: the stable argsort 
 (seed, layer key, position) is a uniform random permutation, bit-identical in every process and with every
 torch/numpy version. The state dict holds only a 64-bit digest (:class:`~.structure.DerivedStructure`); in
 memory the permutation and its inverse are int32 (int64 only past 2³¹ features).
+
+The kinds of :data:`~timm_pkmixer.permutation_kinds.PERMUTATION_KINDS` build a PK layer's J1, J2 from a
+:class:`PermutationSpec`: :class:`NormalPermutations` (transposes / identities) and :class:`RandomPermutations`
+(fixed random permutations, lifted tile by tile in an expanded model) are the two built in.
 """
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
@@ -28,7 +32,8 @@ from .gather import permute
 from .structure import DerivedStructure, hashed_uniform_keys, structure_digest
 
 __all__ = ['derive_permutation', 'permutation_digest', 'check_permutation', 'index_dtype', 'Tiling',
-           'IdentityPermutation', 'Transpose', 'FixedPermutation']
+           'IdentityPermutation', 'Transpose', 'FixedPermutation', 'PermutationSpec', 'NormalPermutations',
+           'RandomPermutations']
 
 
 def _argsort_distinct(keys: np.ndarray) -> torch.Tensor:
@@ -113,7 +118,6 @@ def _add(y: torch.Tensor, residual: Optional[torch.Tensor]) -> torch.Tensor:
 
 class IdentityPermutation(nn.Module):
     """J = I: (B, S, C) → (B, S, C); with a residual, residual + x."""
-    is_random = False
 
     def forward(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None) -> torch.Tensor:
         return _add(x, residual)
@@ -121,7 +125,6 @@ class IdentityPermutation(nn.Module):
 
 class Transpose(nn.Module):
     """J = J_c, the commutation matrix: (B, n1, n2) → (B, n2, n1), a plain transpose (no gather)."""
-    is_random = False
 
     def forward(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None) -> torch.Tensor:
         return _add(x.transpose(1, 2), residual)
@@ -134,7 +137,6 @@ class FixedPermutation(DerivedStructure, nn.Module):
     Input (B, *in_shape) with prod(in_shape) = m; output (B, *out_shape), where flat output position i
     holds flat input position ``index[i]``.
     """
-    is_random = True
     what = 'permutation'
     seed_arg = 'perm_seed'
     digest_name = 'digest'
@@ -235,3 +237,84 @@ class FixedPermutation(DerivedStructure, nn.Module):
     def extra_repr(self) -> str:
         tiles = f', tiles={self.tiling.tiles}' if self.tiling is not None else ''
         return f'm={self.num}, out_shape={tuple(self.out_shape)}, seed={self.seed}{tiles}'
+
+
+@dataclass(frozen=True)
+class PermutationSpec:
+    """What a PK layer asks its permutation kind for: J1 maps the input (B, S_in, C) to (B, *rows_in) rows, the
+    small W acts on each row, and J2 maps the (B, *rows_out) rows to the output (B, S_out, C)."""
+    mixing: str                            # 'token' (rows of S values, one per channel) or 'channel' (of C)
+    num_tokens_in: int                     # S_in
+    num_tokens_out: int                    # S_out (differs from S_in only in a first block S0 → S)
+    dim: int                               # C
+    seed: int                              # perm_seed (for a kind derived from a seed)
+    key: str                               # the layer's name in the model, e.g. 'blocks.3.mlp_tokens'
+    tiles: int = 1                         # the tokens form `tiles` tile-major groups (an expanded model)
+    device: Optional[torch.device] = None
+
+    def __post_init__(self) -> None:
+        if self.mixing not in ('token', 'channel'):
+            raise ValueError(f"mixing must be 'token' or 'channel', got {self.mixing!r}")
+        if self.mixing == 'channel' and self.num_tokens_in != self.num_tokens_out:
+            raise ValueError('channel mixing keeps the number of tokens')
+
+    @property
+    def num_in(self) -> int:
+        """m_in = S_in·C, the features J1 permutes."""
+        return self.num_tokens_in * self.dim
+
+    @property
+    def num_out(self) -> int:
+        """m_out = S_out·C, the features J2 permutes."""
+        return self.num_tokens_out * self.dim
+
+    @property
+    def rows_in(self) -> Tuple[int, int]:
+        """(n1, n2_in): C rows of S_in (token mixing) or S rows of C (channel mixing)."""
+        return (self.dim, self.num_tokens_in) if self.mixing == 'token' else (self.num_tokens_in, self.dim)
+
+    @property
+    def rows_out(self) -> Tuple[int, int]:
+        """(n1, n2_out): what W's rows hold before J2."""
+        return (self.dim, self.num_tokens_out) if self.mixing == 'token' else (self.num_tokens_out, self.dim)
+
+    def tilings(self) -> Tuple[Optional[Tiling], Optional[Tiling]]:
+        """How J1, J2 of one tile are lifted to the `tiles` tiles (None, None when there is one tile): tokens are
+        tile-major, so token rows hold one segment per tile."""
+        if self.tiles == 1:
+            return None, None
+        s_in, s_out, c = self.num_tokens_in // self.tiles, self.num_tokens_out // self.tiles, self.dim
+        if self.mixing == 'token':
+            return Tiling(self.tiles, (s_in, c), 0, (c, s_in), 1), Tiling(self.tiles, (c, s_out), 1, (s_out, c), 0)
+        return Tiling(self.tiles, (s_in, c), 0, (s_in, c), 0), Tiling(self.tiles, (s_out, c), 0, (s_out, c), 0)
+
+
+class NormalPermutations:
+    """Kind 'normal', the MLP-Mixer's: J1 = J2 = J_c (transposes) for token mixing, identities for channel mixing;
+    nothing to store, no gather (a transpose and a block-diagonal W keep the tiles of an expanded model apart)."""
+
+    @staticmethod
+    def layers(spec: PermutationSpec) -> Tuple[nn.Module, nn.Module]:
+        if spec.mixing == 'token':
+            return Transpose(), Transpose()
+        return IdentityPermutation(), IdentityPermutation()
+
+    @staticmethod
+    def planned_tensors(num: Size, name: str, args: str, count: int = 1) -> List[PlannedTensor]:
+        return []
+
+
+class RandomPermutations:
+    """Kind 'random', the RP Mixer's: J1, J2 are fixed uniform random permutations of the m features
+    (:class:`FixedPermutation`), derived from (perm_seed, layer key) and lifted tile by tile when tiled."""
+
+    @staticmethod
+    def layers(spec: PermutationSpec) -> Tuple[nn.Module, nn.Module]:
+        tiling_in, tiling_out = spec.tilings()
+        perm_in = FixedPermutation(spec.num_in, spec.rows_in, seed=spec.seed, key=f'{spec.key}.perm_in',
+                                   device=spec.device, tiling=tiling_in)
+        perm_out = FixedPermutation(spec.num_out, (spec.num_tokens_out, spec.dim), seed=spec.seed,
+                                    key=f'{spec.key}.perm_out', device=spec.device, tiling=tiling_out)
+        return perm_in, perm_out
+
+    planned_tensors = staticmethod(FixedPermutation.planned_tensors)

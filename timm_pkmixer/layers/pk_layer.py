@@ -12,6 +12,9 @@ the activation, and the rearrangement J2. No m×m matrix is built.
 * Random-Permuted (RP) Mixer: J1, J2 are fixed uniform random permutations of the m = S·C features
   (`FixedPermutation`); the block shapes stay those of the normal Mixer.
 
+The kind of J1, J2 is a name (``permutation='random'``) that ``permutation_kinds.PERMUTATION_KINDS`` maps to what
+builds them and to whether J2 adds the skip connection itself.
+
 With `hidden_features` the layer is the MLP-Mixer's two-layer MLP (W1, φ, W2, eq. S.2); without it, the
 S-Mixer's single FC with activation (eq. S.3). The feature layout is row-major over (S, C): flat index
 s·C + c, i.e. vec(Xᵀ); the paper's column-major vec differs by the fixed commutation J_c, which uniform
@@ -22,11 +25,10 @@ from typing import Optional, Type
 import torch
 import torch.nn as nn
 
-from .permutation import FixedPermutation, IdentityPermutation, Tiling, Transpose
+from ..permutation_kinds import permutation_kind
+from .permutation import PermutationSpec
 
-__all__ = ['PERMUTATIONS', 'PKMlp', 'make_pk_mlp']
-
-PERMUTATIONS = ('normal', 'random')  # a layer's J1, J2: the normal Mixer's, or fixed uniform random ones
+__all__ = ['PKMlp', 'make_pk_mlp']
 
 
 class PKMlp(nn.Module):
@@ -34,7 +36,6 @@ class PKMlp(nn.Module):
 
     Parameter names match timm's ``Mlp`` (``fc1``, ``fc2``), so timm Mixer weights load as they are.
     """
-    __jit_unused_properties__ = ['permutation']
 
     def __init__(
             self,
@@ -43,6 +44,7 @@ class PKMlp(nn.Module):
             hidden_features: Optional[int],
             perm_in: nn.Module,
             perm_out: nn.Module,
+            permutation: str,
             act_layer: Type[nn.Module] = nn.GELU,
             drop: float = 0.,
             bias: bool = True,
@@ -56,6 +58,8 @@ class PKMlp(nn.Module):
             hidden_features: Hidden width of the two-layer MLP; None for one FC (S-Mixer).
             perm_in: J1, mapping (B, S, C) to (B, n1, in_features).
             perm_out: J2, mapping (B, n1, out_features) to (B, S_out, C), with an optional residual added.
+            permutation: The kind of J1, J2, a key of ``PERMUTATION_KINDS`` ('normal', 'random'); whether J2 adds
+                the residual itself is the kind's (``fused``).
             act_layer: Activation φ.
             drop: Dropout after the activation and after fc2.
             bias: Use biases in the FCs.
@@ -69,11 +73,8 @@ class PKMlp(nn.Module):
         self.fc2 = nn.Linear(hidden_features, out_features, bias=bias, **dd) if hidden_features else None
         self.drop2 = nn.Dropout(drop) if hidden_features else nn.Identity()
         self.perm_out = perm_out
-
-    @property
-    def permutation(self) -> str:
-        """'random' if J1, J2 are random permutations, else 'normal'."""
-        return 'random' if getattr(self.perm_out, 'is_random', False) else 'normal'
+        self.permutation = permutation
+        self.fused_residual = permutation_kind(permutation).fused
 
     def forward(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None) -> torch.Tensor:
         """(B, S_in, C) → (B, S_out, C); with `residual`, residual + the layer's output."""
@@ -81,7 +82,10 @@ class PKMlp(nn.Module):
         x = self.drop1(self.act(self.fc1(x)))  # φ((I ⊗ W1) ·)
         if self.fc2 is not None:
             x = self.drop2(self.fc2(x))        # (I ⊗ W2) ·
-        return self.perm_out(x, residual)      # J2 [+ residual]
+        if self.fused_residual:
+            return self.perm_out(x, residual)  # J2 [+ residual]
+        x = self.perm_out(x)                   # J2
+        return x if residual is None else residual + x
 
 
 def make_pk_mlp(
@@ -99,7 +103,7 @@ def make_pk_mlp(
         device=None,
         dtype=None,
 ) -> PKMlp:
-    """Build the token- or channel-mixing PK layer of a (normal or RP) Mixer block.
+    """Build the token- or channel-mixing PK layer of a Mixer block, its J1, J2 of kind `permutation`.
 
     Args:
         mixing: 'token' (W acts on the S axis) or 'channel' (W acts on the C axis).
@@ -107,45 +111,16 @@ def make_pk_mlp(
         num_tokens_out: S_out of the output; must equal S_in for channel mixing.
         dim: Channels C.
         hidden_features: Hidden width of the two-layer MLP, None for one FC.
-        permutation: 'normal' (J_c / identity, no gather) or 'random' (fixed random J1, J2).
-        seed: Permutation seed (random only).
+        permutation: A key of ``PERMUTATION_KINDS``: 'normal' (J_c / identity, no gather), 'random' (fixed random
+            J1, J2), …
+        seed: Permutation seed (kinds derived from a seed only).
         key: Name of the layer in the model; J1 and J2 of every layer are independent.
-        tiles: The tokens are `tiles` groups (image tiles, tile-major) of a model expanded to a larger image:
-            random J1, J2 are the per-tile ones lifted tile by tile (normal ones need nothing: the transposes and
-            a block-diagonal W keep the tiles apart).
+        tiles: The tokens are `tiles` groups (image tiles, tile-major) of a model expanded to a larger image: J1, J2
+            act on each tile alone (random ones: the per-tile ones lifted tile by tile).
     """
-    if mixing == 'token':
-        n1, width_in, width_out = dim, num_tokens_in, num_tokens_out
-    elif mixing == 'channel':
-        if num_tokens_in != num_tokens_out:
-            raise ValueError('channel mixing keeps the number of tokens')
-        n1, width_in, width_out = num_tokens_in, dim, dim
-    else:
-        raise ValueError(f"mixing must be 'token' or 'channel', got {mixing!r}")
-
-    perm_in: nn.Module
-    perm_out: nn.Module
-    if permutation == 'normal':
-        perm_in = Transpose() if mixing == 'token' else IdentityPermutation()
-        perm_out = Transpose() if mixing == 'token' else IdentityPermutation()
-    elif permutation == 'random':
-        tiling_in = tiling_out = None
-        if tiles > 1:  # per-tile layouts; tokens are tile-major, token rows hold one segment per tile
-            s_in, s_out = num_tokens_in // tiles, num_tokens_out // tiles
-            if mixing == 'token':
-                tiling_in = Tiling(tiles, (s_in, dim), 0, (dim, s_in), 1)
-                tiling_out = Tiling(tiles, (dim, s_out), 1, (s_out, dim), 0)
-            else:
-                tiling_in = tiling_out = Tiling(tiles, (s_in, dim), 0, (s_in, dim), 0)
-        perm_in = FixedPermutation(
-            num_tokens_in * dim, (n1, width_in), seed=seed, key=f'{key}.perm_in', device=device, tiling=tiling_in)
-        perm_out = FixedPermutation(
-            num_tokens_out * dim, (num_tokens_out, dim), seed=seed, key=f'{key}.perm_out', device=device,
-            tiling=tiling_out)
-    else:
-        raise ValueError(f"permutation must be one of {PERMUTATIONS}, got {permutation!r}")
-
+    spec = PermutationSpec(mixing, num_tokens_in, num_tokens_out, dim, seed, key, tiles, device)
+    perm_in, perm_out = permutation_kind(permutation).load().layers(spec)
     return PKMlp(
-        width_in, width_out, hidden_features, perm_in, perm_out,
+        spec.rows_in[1], spec.rows_out[1], hidden_features, perm_in, perm_out, permutation,
         act_layer=act_layer, drop=drop, device=device, dtype=dtype,
     )

@@ -14,7 +14,8 @@ Each block is a token-mixing PK layer and a channel-mixing PK layer with LayerNo
 connections (eqs. S.5-S.8, S.13). Two switches select the family member:
 
 * ``permutation='normal'`` (J_c / identity, the MLP-Mixer itself) or ``'random'`` (RP Mixer,
-  fixed uniform random J1, J2 per layer, seeded by ``perm_seed``), or one of them per block;
+  fixed uniform random J1, J2 per layer, seeded by ``perm_seed``), or one of them per block (the kinds are
+  ``permutation_kinds.PERMUTATION_KINDS``'s);
 * ``block_type='mlp'`` (two FCs, MLP-Mixer; hidden widths by timm's ``mlp_ratio`` or the paper's ``gamma``)
   or ``'fc'`` (one FC, S-Mixer).
 
@@ -35,7 +36,8 @@ from timm.models import checkpoint, checkpoint_seq, generate_default_cfgs, named
 from .._timm import feature_take_indices, mixer_init_weights
 from ..description import ModelDescription, describe_mixer
 from ..errors import ArgumentTypeError, InvalidArgumentError
-from ..layers import PERMUTATIONS, FixedPermutation, SkipLayer, make_pk_mlp
+from ..layers import SkipLayer, make_pk_mlp
+from ..permutation_kinds import PERMUTATION_KINDS
 from ..sizes import PlannedTensor, format_count, linear_tensors, module_tensors, refuse_unbounded
 from ..validation import (
     boolean,
@@ -140,16 +142,17 @@ class PKMixerBlock(nn.Module):
 
 
 def _block_permutations(permutation: Union[str, Sequence[str]], num_blocks: int) -> Tuple[str, ...]:
-    """One of PERMUTATIONS per block, from one for all blocks or a sequence of num_blocks of them."""
+    """One kind of PERMUTATION_KINDS per block, from one for all blocks or a sequence of num_blocks of them."""
+    kinds = tuple(PERMUTATION_KINDS)
     if isinstance(permutation, str):
-        return (choice('permutation', permutation, PERMUTATIONS),) * num_blocks
+        return (choice('permutation', permutation, kinds),) * num_blocks
     if not isinstance(permutation, (list, tuple)):
-        raise ArgumentTypeError(f'permutation must be one of {PERMUTATIONS} or a list of them (one per block), '
+        raise ArgumentTypeError(f'permutation must be one of {kinds} or a list of them (one per block), '
                                 f'got {permutation!r} ({type(permutation).__name__})')
     if len(permutation) != num_blocks:
         raise InvalidArgumentError(f'permutation lists {len(permutation)} entries for num_blocks={num_blocks}: '
                                    f'give one per block, or one string for all blocks')
-    return tuple(choice(f'permutation[{i}]', p, PERMUTATIONS) for i, p in enumerate(permutation))
+    return tuple(choice(f'permutation[{i}]', p, kinds) for i, p in enumerate(permutation))
 
 
 def _widths_given(mlp_ratio: Any, gamma: Any) -> str:
@@ -257,7 +260,7 @@ class MixerArgs(ModelArgs):
     channel_hidden_dim: Optional[int]
     num_tokens: int                     # S
     block_type: str                     # 'mlp' or 'fc'
-    permutation: Tuple[str, ...]        # per block: 'normal' or 'random'
+    permutation: Tuple[str, ...]        # per block: a kind of PERMUTATION_KINDS ('normal', 'random')
     perm_seed: int
     skip_layer: bool                    # the SkipLayer in block 0
     norm_layer: Optional[Union[str, Callable[..., nn.Module]]]
@@ -314,11 +317,6 @@ class MixerArgs(ModelArgs):
         """S0."""
         return self.grid[0] * self.grid[1]
 
-    @property
-    def random_blocks(self) -> Tuple[int, ...]:
-        """The blocks whose J1, J2 are random permutations."""
-        return tuple(i for i, p in enumerate(self.permutation) if p == 'random')
-
     def describe(self) -> ModelDescription:
         return describe_mixer(self.num_tokens, self.embed_dim, self.num_blocks, self.token_hidden_dim,
                               self.channel_hidden_dim, permutation=self.permutation, perm_seed=self.perm_seed,
@@ -332,7 +330,8 @@ class MixerArgs(ModelArgs):
     def planned_tensors(self, itemsize: int, sources: Mapping[str, str]) -> List[PlannedTensor]:
         """Every parameter and buffer but those of a norm layer given by timm name (:meth:`layer_tensors`): the
         per-patch FC, head, skip layer, LayerNorms, mixing FCs and the random permutations' buffers, each naming
-        the arguments that set it (`sources`: 'token' / 'channel', how the caller set those widths)."""
+        the arguments that set it (`sources`: 'token' / 'channel', how the caller set those widths); J1, J2 as
+        their kind counts them."""
         s0, s, c = self.num_patches, self.num_tokens, self.embed_dim
         stem = f'embed_dim={c} (with patch_size={self.patch_size}, in_chans={self.in_chans})'
         plan = [PlannedTensor('stem.proj.weight', (c, self.in_chans, *self.patch_size), itemsize, stem),
@@ -345,14 +344,22 @@ class MixerArgs(ModelArgs):
         if self.norm_layer is None:  # torch's LayerNorm(C, eps): weight and bias
             plan += [PlannedTensor(f'*.norm.{n}', (c,), itemsize, f'embed_dim={c}', self.num_norms)
                      for n in ('weight', 'bias')]
-        plan += self._mixing_tensors(itemsize, sources)
-        randoms = self.random_blocks
-        if randoms:  # J1, J2 of both mixings per random block (block 0's token J1: of S0·C)
-            src = f"num_tokens={s}, embed_dim={c} (permutation='random')"
-            first_in = int(randoms[0] == 0)
-            plan += FixedPermutation.planned_tensors(s * c, 'blocks.*.mlp_*.perm_*', src, 4 * len(randoms) - first_in)
+        return plan + self._mixing_tensors(itemsize, sources) + self._permutation_tensors()
+
+    def _permutation_tensors(self) -> List[PlannedTensor]:
+        """J1, J2 of both mixings of every block, as each block's kind counts them (block 0's token J1: of S0·C)."""
+        s0, s, c = self.num_patches, self.num_tokens, self.embed_dim
+        plan = []
+        for name, kind in PERMUTATION_KINDS.items():
+            blocks = [i for i, p in enumerate(self.permutation) if p == name]
+            if not blocks:
+                continue
+            count = kind.load().planned_tensors
+            src = f'num_tokens={s}, embed_dim={c} (permutation={name!r})'
+            first_in = int(blocks[0] == 0)
+            plan += count(s * c, 'blocks.*.mlp_*.perm_*', src, 4 * len(blocks) - first_in)
             if first_in:
-                plan += FixedPermutation.planned_tensors(s0 * c, 'blocks.0.mlp_tokens.perm_in', src)
+                plan += count(s0 * c, 'blocks.0.mlp_tokens.perm_in', src, 1)
         return plan
 
     def _mixing_tensors(self, itemsize: int, sources: Mapping[str, str]) -> List[PlannedTensor]:
@@ -432,7 +439,8 @@ class PKMixer(PKModelMixin, nn.Module):
         num_tokens: Tokens S of the mixing layers; None for S = S0.
         block_type: 'mlp' (MLP-Mixer, two FCs) or 'fc' (S-Mixer, one FC).
         permutation: 'normal' (MLP-Mixer / S-Mixer), 'random' (RP Mixer), or one of them per block
-            (e.g. ['random'] + ['normal'] * 7: only the first block is random, Fig. S.4).
+            (e.g. ['random'] + ['normal'] * 7: only the first block is random, Fig. S.4); any key of
+            ``PERMUTATION_KINDS``.
         perm_seed: Seed of the fixed random permutations.
         skip_layer: Use the SkipLayer in block 0; None: only when S ≠ S0.
         norm_layer: timm's spelling (kept for timm compatibility): the norm layer (class, partial or name); default

@@ -13,6 +13,7 @@ from .._timm import generate_readme
 from ..catalog import summarize
 from ..description import built_label
 from ..experiments.run_folder import RunFileError, read_summary, row_problem
+from ..permutation_kinds import PERMUTATION_KINDS
 
 __all__ = ['PAPER_ARXIV', 'PAPER_BIBTEX', 'RunMetrics', 'read_run_metrics', 'build_model_card', 'render_model_card']
 
@@ -123,6 +124,13 @@ with torch.no_grad():
 '''
 
 
+def _pattern_legend(permutation: Tuple[str, ...]) -> str:
+    """The letters of a per-block pattern: 'R: random, N: normal' (the kinds that name the family first)."""
+    kinds = sorted((name for name in PERMUTATION_KINDS if name in permutation),
+                   key=lambda name: not PERMUTATION_KINDS[name].family_prefix)
+    return ', '.join(f'{PERMUTATION_KINDS[name].label}: {name}' for name in kinds)
+
+
 def build_model_card(
         model_name: str,
         repo_id: str,
@@ -143,8 +151,8 @@ def build_model_card(
         arch.update({'tokens S': s.num_tokens, 'channels C': s.dim})
     arch.update({'depth L': s.depth, 'expansion γ (tokens/channels)': s.gamma_label,
                  'effective width m': s.width, 'density p': f'{s.density:.4f}'})
-    if s.permutation and s.permutation_label not in ('normal', 'random'):
-        arch['permutation per block'] = f'{s.permutation_label} (R: random, N: normal)'
+    if s.permutation and s.permutation_label not in PERMUTATION_KINDS:
+        arch['permutation per block'] = f'{s.permutation_label} ({_pattern_legend(s.permutation)})'
     if s.perm_seed is not None:
         arch['permutation seed'] = s.perm_seed
     if s.mask_seed is not None:
