@@ -15,7 +15,7 @@ import math
 import statistics
 import sys
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from timm_pkmixer.experiments.report import Point, build_report
 
@@ -74,8 +74,9 @@ def _diff_text(diff: float, se: float) -> str:
     return f'Δ = {diff:+.2f}' + ('' if math.isnan(se) else f' ± {se:.2f} (SE)')
 
 
-def _cmd(experiment: str) -> str:
-    return f'`pkmixer report benchmarks/fashion_mnist/{experiment}/epochs.csv --out-dir OUT`'
+def _cmd(experiment: str, named: str = '') -> str:
+    option = f' --experiment {named}' if named else ''
+    return f'`pkmixer report benchmarks/fashion_mnist/{experiment}/epochs.csv{option} --out-dir OUT`'
 
 
 def row_fig2d() -> Optional[str]:
@@ -91,10 +92,78 @@ def row_fig2d() -> Optional[str]:
     return (f'| Shallow MLPs with Kronecker weights V ⊗ W perform comparably to Monarch weights (n = 784) | Fig. 2(d) '
             f'on MNIST: "the two models showed comparable performance" (§3.3) | Monarch {monarch.text()}; Kronecker '
             f'{kron.text()}; Kronecker − Monarch {_diff_text(diff, se)} | {verdict} | Fashion-MNIST, not MNIST; '
-            f'{monarch.epochs} epochs, not 200 | {_cmd("fig2d")} |')
+            f'{monarch.epochs} epochs, not 200 | {_cmd("fig2d", "seeds")} |')
 
 
-ROWS = (row_fig2d,)
+def _rp_verdict(diff: float, se: float, epochs: int, recipe_epochs: int) -> str:
+    """RP − normal error: lower is the paper's claim (match or beat); a deficit short of the schedule is not shown."""
+    if not shown(diff, se):
+        return 'agrees: RP matches normal (no difference beyond twice its standard error)'
+    if diff < 0:
+        return 'agrees: RP beats normal beyond the seed spread'
+    if epochs < recipe_epochs:
+        return (f'not shown at this scale: RP trails normal beyond the seed spread after {epochs} of the recipe\'s '
+                f'{recipe_epochs} epochs')
+    return 'disagrees: RP trails normal beyond the seed spread'
+
+
+def _rp_row(claim: str, paper: str, normal: str, random: str, differs: str, recipe_epochs: int) -> Optional[str]:
+    if not (HERE / 'rp' / 'epochs.csv').is_file():
+        return None
+    a = arms('rp')
+    n, r = a[normal], a[random]
+    diff, se = difference(r, n)
+    return (f'| {claim} | {paper} | normal {n.text()}; RP {r.text()}; RP − normal {_diff_text(diff, se)} | '
+            f'{_rp_verdict(diff, se, n.epochs, recipe_epochs)} | {differs}; {n.epochs} of the recipe\'s '
+            f'{recipe_epochs} epochs, not 200 | {_cmd("rp")} |')
+
+
+def row_rp_s_mixer() -> Optional[str]:
+    """(a) RP vs normal S-Mixer at equal parameters (Fig. 7's claim at L = 8)."""
+    return _rp_row('RP S-Mixers match or beat normal ones at equal parameters (S = C = 64, L = 8)',
+                   'Fig. 7 (S = C = 128, L = 4 … 20, CIFAR-10/100, STL-10): RP matches or beats normal as depth grows',
+                   'depth_L8_normal', 'depth_L8_random', 'Fashion-MNIST, not CIFAR/STL; S = C = 64, not 128', 15)
+
+
+def row_rp_mixer() -> Optional[str]:
+    """(a) RP vs normal MLP-Mixer (L = 3, γ = 2, S = C = 32)."""
+    return _rp_row('RP MLP-Mixers match or beat normal ones at equal parameters (L = 3, γ = 2, S = C = 32)',
+                   'Fig. 4 (left) and Table 1: RP Mixers comparable or better at equal width',
+                   'mixer_s32c32_L3_normal', 'mixer_s32c32_L3_random',
+                   'Fashion-MNIST, not CIFAR/ImageNet; a 3-block Mixer', 15)
+
+
+def row_rp_cost() -> Optional[str]:
+    """RP's cost per epoch against normal (Table S.3), from benchmarks/speed/rp_cost/rp_cost.json."""
+    path = HERE.parent / 'speed' / 'rp_cost' / 'rp_cost.json'
+    if not path.is_file():
+        return None
+    import json
+    measured = json.loads(path.read_text(encoding='utf-8'))
+    results = {r['mode']: r for r in measured['results']}
+    ratio = {m: statistics.median(r['ratios']) for m, r in results.items()}  # the benchmark's own figure
+    normal_ms = {m: 1e3 * statistics.median(r['cpu_per_step']['normal']) for m, r in results.items()}
+    paper = 6.41 / 6.08
+
+    def verdict(mode: str) -> str:
+        return f'{"agrees" if ratio[mode] <= paper else "disagrees"} {mode} (×{ratio[mode]:.3f})'
+
+    modes = [m for m in ('eager', 'compile') if m in ratio]
+    slower = (f'; compiled, the normal model itself takes ×{normal_ms["compile"] / normal_ms["eager"]:.2f} its eager '
+              f'time' if len(modes) == 2 else '')
+    return (f'| Random permutations cost little per epoch | Table S.3 (V100, CIFAR): RP 6.41 s against 6.08 s per '
+            f'epoch (×{paper:.3f}) | RP / normal CPU per training step (median of interleaved repetitions), S-Mixer '
+            f'S = C = 64, L = 8, batch 128, one thread: ' + ', '.join(f'{m} ×{ratio[m]:.3f}' for m in modes) +
+            f' | {"; ".join(verdict(m) for m in modes)}{slower} | one CPU thread, not a V100; training steps on a '
+            f'fixed batch, no data loading | `python benchmarks/speed/rp_cost.py` (measures again) |')
+
+
+def row_not_run(claim: str, paper: str, why: str) -> Callable[[], str]:
+    """A claim this round did not measure: the row says so and why."""
+    return lambda: f'| {claim} | {paper} | not measured | not shown: not run | {why} | — |'
+
+
+ROWS = (row_fig2d, row_rp_s_mixer, row_rp_mixer, row_rp_cost)
 
 
 def table() -> str:
