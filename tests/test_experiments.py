@@ -384,7 +384,8 @@ def test_sweep_command_writes_recipes_and_prints_commands(tmp_path, capsys):
 
 # flags a library error may name: another program's, in a sentence that says which program takes it
 _OTHER_PROGRAMS_FLAGS = {('experiments/fashion_mnist.py', '--reinstall'),      # apt-get install --reinstall
-                         ('experiments/run_folder.py', '--model-kwargs')}      # train.py's, which wrote the file
+                         ('experiments/run_folder.py', '--model-kwargs'),      # train.py's, which wrote the file
+                         ('experiments/datasets.py', '--data-dir')}            # train.py's: the run's data argument
 
 
 def test_library_errors_of_experiments_and_analysis_name_arguments_not_flags():
