@@ -2,6 +2,8 @@
 model, point, run, stage or batch of images) while stdout keeps only its results; the library takes a callback
 and, without one, is silent. The lines are compared whole, in order, so a step that stops reporting (or reports
 twice, or out of order) fails here."""
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -149,3 +151,31 @@ def test_image_export_says_every_thousand_images_and_the_last(tmp_path, monkeypa
     counts = export_image_folder(samples, ['a', 'b'], tmp_path / 'train', progress=heard.append)
     assert counts == {'a': 3, 'b': 2}
     assert heard == [f'{tmp_path / "train"}: {k}/5 images written' for k in (2, 4, 5)]
+
+
+def _closed_stderr(*argv) -> subprocess.CompletedProcess:
+    """`pkmixer ARGV 2>&-`: the command starts with its stderr (fd 2) closed, as the shell's ``2>&-`` leaves it."""
+    return subprocess.run(['sh', '-c', 'exec "$@" 2>&-', 'sh', sys.executable, '-m', 'timm_pkmixer',
+                           *map(str, argv)], stdout=subprocess.PIPE, text=True, timeout=600)
+
+
+def test_a_closed_stderr_drops_the_progress_and_stdout_keeps_the_results_alone(tmp_path):
+    """`pkmixer sweep … 2>&-`: the point built is not said anywhere (never on stdout in stderr's place); stdout is
+    the recipes written, whole."""
+    out = tmp_path / 'sweep'
+    proc = _closed_stderr('sweep', 'cifar10/s_mixer_fig7', '--experiment', 'depth', '--depths', '4',
+                          '--permutation', 'random', '--seeds', '0', '--out-dir', out)
+    assert proc.returncode == 0
+    assert proc.stdout.splitlines() == [
+        f'# 1 recipes in {out}; run each with (add --data-dir … where the data lives):',
+        f'pkmixer train {out / "depth_L4_random_seed0.yaml"}',
+        f'# every setting with its value and source: {out / "SWEEP.md"} (and sweep.json)']
+
+
+@pytest.mark.parametrize('argv', [['report', '{missing}'], ['report', '{missing}', '--out-dir', '{out}']],
+                         ids=['usage', 'error'])
+def test_a_closed_stderr_drops_an_error_too(tmp_path, argv):
+    """An error is no result: with stderr closed, argparse's usage error and the command's own (``pkmixer report:
+    error: no train.py run folders …``) are dropped (the exit status says it), never written to stdout."""
+    proc = _closed_stderr(*[a.format(missing=tmp_path / 'missing', out=tmp_path / 'out') for a in argv])
+    assert (proc.returncode, proc.stdout) == (2, '')
