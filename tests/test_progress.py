@@ -1,7 +1,7 @@
 """Progress: every command that can run longer than about ten seconds says on stderr what it is doing (a line per
-model, point, run, stage or batch of images) while stdout keeps only its results; the library takes a callback
-and, without one, is silent. The lines are compared whole, in order, so a step that stops reporting (or reports
-twice, or out of order) fails here."""
+model, point, run, stage or batch of images) while stdout keeps only its results, and a closed stderr drops it; the
+library logs it (``logging``) and prints nothing, so a caller who configures no logging hears nothing. The lines are
+compared whole, in order, so a step that stops reporting (or reports twice, or out of order) fails here."""
 import subprocess
 import sys
 from pathlib import Path
@@ -119,38 +119,48 @@ def test_plot_width_says_each_model_it_reads(cli, tmp_path):
                                 for i, n in enumerate(names)]
 
 
-def test_the_library_reports_through_the_callback_only(tmp_path, capsys, fresh_sweep_cache):
-    """Each library entry point sends its lines to `progress` and prints nothing, with or without one."""
-    heard = []
-    plan = plan_sweep('cifar10/s_mixer_fig7', experiment='depth', seeds=[0], progress=heard.append)
-    assert heard == [f'point {i + 1}/{len(plan.points)}: building {p.name} ({p.model}) on the meta device'
-                     for i, p in enumerate(plan.points)]
-    sweep_module._BUILT.clear()
-    plan_sweep('cifar10/s_mixer_fig7', experiment='depth', seeds=[0])
+def test_the_library_reports_through_logging_only(tmp_path, capsys, caplog, logged, fresh_sweep_cache):
+    """Each library entry point logs its lines (to the ``timm_pkmixer`` loggers) and prints nothing."""
+    plan = plan_sweep('cifar10/s_mixer_fig7', experiment='depth', seeds=[0])
+    assert logged() == [f'point {i + 1}/{len(plan.points)}: building {p.name} ({p.model}) on the meta device'
+                        for i, p in enumerate(plan.points)]
+    assert {r.name for r in caplog.records if r.name.startswith('timm_pkmixer')} == {
+        'timm_pkmixer.experiments.sweep_plan'}  # named by its module, as timm's loggers are
 
-    heard = []
-    report = build_report([str(_runs(tmp_path / 'runs'))], progress=heard.append)
-    assert len(heard) == 6 and heard[0].endswith('reading run 1/4 (depth2-seed0)') and heard[-1].startswith('group 2/2')
-    heard = []
-    write_report(report, str(tmp_path / 'report'), progress=heard.append)
-    assert heard == ['drawing the figures of depth (2 points)']
-    build_report([str(tmp_path / 'runs')])
-    write_report(report, str(tmp_path / 'again'))
+    caplog.clear()
+    report = build_report([str(_runs(tmp_path / 'runs'))])
+    assert len(logged()) == 6 and logged()[0].endswith('reading run 1/4 (depth2-seed0)')
+    assert logged()[-1].startswith('group 2/2')
+    caplog.clear()
+    write_report(report, str(tmp_path / 'report'))
+    assert logged() == ['drawing the figures of depth (2 points)']
 
-    heard = []
-    near = models_near_omega(2 ** 18, progress=heard.append)
-    assert len(heard) == len(list_pkmixer_models()) and near == models_near_omega(2 ** 18)
+    caplog.clear()
+    models_near_omega(2 ** 18)
+    assert len(logged()) == len(list_pkmixer_models())
     assert capsys.readouterr() == ('', '')
 
 
-def test_image_export_says_every_thousand_images_and_the_last(tmp_path, monkeypatch):
+def test_a_caller_who_configures_no_logging_hears_nothing():
+    """As timm's library code: silent under Python's default configuration; a caller's own logging configuration
+    (here ``basicConfig`` at INFO) gets the lines, named by their module."""
+    proc = subprocess.run([sys.executable, '-c', (
+        'import logging\nfrom timm_pkmixer.catalog import summarize_all\n'
+        'summarize_all(["s_mixer_s64c64_32"])\nprint("configured", flush=True)\n'
+        'logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")\n'
+        'summarize_all(["s_mixer_s64c64_32"])\n')], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert (proc.stdout, proc.stderr) == ('configured\n', 'timm_pkmixer.catalog: s_mixer_s64c64_32 (1/1): counting '
+                                                          'parameters and MACs on the meta device\n')
+
+
+def test_image_export_says_every_thousand_images_and_the_last(tmp_path, monkeypatch, logged):
     """`pkmixer prepare-stl10` writes 13,000 PNG files: a line per PROGRESS_EVERY images (2 here) and at the end."""
     monkeypatch.setattr(datasets_module, 'PROGRESS_EVERY', 2)
     samples = [(Image.new('RGB', (8, 8)), i % 2) for i in range(5)]
-    heard = []
-    counts = export_image_folder(samples, ['a', 'b'], tmp_path / 'train', progress=heard.append)
+    counts = export_image_folder(samples, ['a', 'b'], tmp_path / 'train')
     assert counts == {'a': 3, 'b': 2}
-    assert heard == [f'{tmp_path / "train"}: {k}/5 images written' for k in (2, 4, 5)]
+    assert logged() == [f'{tmp_path / "train"}: {k}/5 images written' for k in (2, 4, 5)]
 
 
 def _closed_stderr(*argv) -> subprocess.CompletedProcess:
