@@ -2,6 +2,7 @@
 model, point, run, stage or batch of images) while stdout keeps only its results, and a closed stderr drops it; the
 library logs it (``logging``) and prints nothing, so a caller who configures no logging hears nothing. The lines are
 compared whole, in order, so a step that stops reporting (or reports twice, or out of order) fails here."""
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,19 @@ def test_models_says_each_model_it_counts(cli):
     assert err.splitlines() == [f'{n} ({i + 1}/{len(names)}): counting parameters and MACs on the meta device'
                                 for i, n in enumerate(names)]
     assert [line.split()[0] for line in out.splitlines()[1:]] == names  # stdout: the table only
+
+
+def test_each_command_installs_one_stderr_handler_and_takes_it_away(cli, caplog):
+    """The handler is the command's: installed when it starts, not propagating (a root handler, as timm's train.py
+    sets one up and as pytest's `caplog` is, does not get the lines to print them twice), removed when it ends, so
+    a second command in the same process says each line once again and the library is silent between them."""
+    caplog.set_level(logging.INFO)  # a handler on the root logger that hears INFO
+    logger = logging.getLogger('timm_pkmixer')
+    before = (logger.handlers[:], logger.level, logger.propagate)
+    first = cli('models', 'ss8')
+    assert first[0] == 0 and first[2] and not [r for r in caplog.records if r.name.startswith('timm_pkmixer')]
+    assert (logger.handlers, logger.level, logger.propagate) == before
+    assert cli('models', 'ss8') == first
 
 
 def test_sweep_says_each_point_it_builds(cli, tmp_path, fresh_sweep_cache):
