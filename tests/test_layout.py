@@ -209,8 +209,8 @@ def test_the_reexport_check_sees_a_planted_one():
     assert reexports(ast.parse('from .a import x\n\n\ndef f():\n    pass\n\n\n__all__ = ["f"]\n')) == []
 
 
-# the names a progress callback went by in the library before it logged (``logging``, issue 32): `progress` (14
-# functions), `log` (the demo), `say` (the launcher); and the other usual spellings of one
+# the names a progress callback went by in the library before it logged (``logging``, issue 32): `progress` (16
+# functions), `log` (the demo's 2), `say` (the launcher's 2); and the other usual spellings of one
 PROGRESS_PARAMETERS = ('progress', 'on_progress', 'report_progress', 'log', 'say', 'echo')
 
 
