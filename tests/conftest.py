@@ -1,9 +1,10 @@
 import inspect
+import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Tuple
+from typing import Callable, List, Tuple
 
 import pytest
 import timm
@@ -68,6 +69,14 @@ def command_messages(err: str, prog: str = 'pkmixer') -> str:
     lines = err.splitlines(keepends=True)
     first = next((i for i, line in enumerate(lines) if line.startswith(f'{prog} ')), len(lines))
     return ''.join(lines[first:])
+
+
+@pytest.fixture
+def logged(caplog) -> Callable[[], List[str]]:
+    """The library's progress as it logs it (``logging``, INFO on the ``timm_pkmixer`` loggers, read by pytest's
+    `caplog`): ``logged()`` -> the lines so far, in order (``caplog.clear()`` forgets them)."""
+    caplog.set_level(logging.INFO, logger='timm_pkmixer')
+    return lambda: [r.getMessage() for r in caplog.records if r.name.partition('.')[0] == 'timm_pkmixer']
 
 
 @pytest.fixture

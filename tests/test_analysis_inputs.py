@@ -153,15 +153,15 @@ def test_random_matrix_settings_are_validated(call, message):
     assert str(e.value).startswith(message)
 
 
-def test_random_matrix_experiments_report_each_trial():
-    lines = []
-    rows, _ = fig_s1_spectra([0., 0.5], omega=10, trials=3, progress=lines.append)
+def test_random_matrix_experiments_report_each_trial(caplog, logged):
+    rows, _ = fig_s1_spectra([0., 0.5], omega=10, trials=3)
+    lines = logged()
     assert len(rows) == 2 and len(lines) == 6
     assert lines[0].startswith('a=0 m=3 (point 1/2): trial 1/3') and lines[5].startswith('a=0.5 m=6 (point 2/2): '
                                                                                           'trial 3/3')
-    lines.clear()
-    fig4_spectra(omega=512, dims=[4], tokens=[8], trials=2, progress=lines.append)
-    assert [line.split(',')[0] for line in lines] == ['C=4 S=8 (point 1/1): trial 1/2',
+    caplog.clear()
+    fig4_spectra(omega=512, dims=[4], tokens=[8], trials=2)
+    assert [line.split(',')[0] for line in logged()] == ['C=4 S=8 (point 1/1): trial 1/2',
                                                       'C=4 S=8 (point 1/1): trial 2/2']
 
 

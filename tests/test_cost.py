@@ -129,20 +129,24 @@ class Recorder(nn.Module):
         return self.lin(x)
 
 
-def test_time_steps_alternates_models_in_rotated_order():
-    calls, lines = [], []
+def test_time_steps_alternates_models_in_rotated_order(logged):
+    calls = []
     models = {n: Recorder(n, calls) for n in 'abc'}
-    times = time_steps(models, batch_size=4, input_size=(2,), num_classes=3, steps=2, warmup=1,
-                       progress=lines.append)
+    times = time_steps(models, batch_size=4, input_size=(2,), num_classes=3, steps=2, warmup=1)
+    lines = logged()
     assert calls == list('abc' 'bca' 'cab')
     assert {n: len(t) for n, t in times.items()} == {'a': 2, 'b': 2, 'c': 2}
     assert all(t > 0 for ts in times.values() for t in ts)
     assert len(lines) == 3 and lines[0].startswith('round 1/3 (warm-up)') and lines[2].startswith('round 3/3 (timed)')
 
 
-def test_table_rows_give_ratios_to_the_mlp_mixer(monkeypatch):
+def test_table_rows_give_ratios_to_the_mlp_mixer(monkeypatch, logged):
     rows = table_s3([TINY], models=['rp_mixer'], batch_size=4, steps=3, warmup=0)
     (row,) = rows  # the MLP-Mixer is timed as the reference but not listed
+    lines = logged()  # a line per model of the table counted (the reference is counted unsaid) and per round timed
+    assert lines[0] == (f'tiny rp_mixer: {row["params"]:,} parameters, {row["forward_flops_per_image"]:,} forward '
+                        f'FLOPs per image (counted on the meta device)')
+    assert [line.split(':')[0] for line in lines[1:]] == [f'round {r}/3 (timed)' for r in (1, 2, 3)]
     assert row['model'] == 'rp_mixer' and row['steps'] == 3 and row['device'] == 'cpu'
     assert row['time_ratio_q1'] <= row['time_ratio_vs_mlp_mixer'] <= row['time_ratio_q3']
     assert row['params'] == mixer_params() and row['forward_flops_per_image'] == mixer_flops()[0] // B

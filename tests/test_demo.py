@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from timm_pkmixer.experiments.demo import DemoResult, accuracy_noise, reading, run_demo
+from timm_pkmixer.experiments.demo import DemoResult, accuracy_noise, reading, run_demo, summary_lines
 from timm_pkmixer.experiments.demo_data import SHAPES, write_shapes_dataset
 from timm_pkmixer.experiments.fashion_mnist import DEBIAN_DIR, DEBIAN_PACKAGE, FASHION_MNIST_FILES
 
@@ -27,14 +27,32 @@ def test_shapes_dataset(tmp_path):
         assert all(len(os.listdir(tmp_path / split / c)) == n for c in SHAPES)
 
 
-def test_demo_runs_end_to_end():
-    lines = []
-    results = run_demo(models=['s_mixer_rp_s64c64_32'], data='shapes', epochs=2, seeds=1, train_per_class=8,
-                       batch_size=16, log=lines.append)
-    (r,) = results
-    assert r.model == 's_mixer_rp_s64c64_32' and r.width == 4096 and r.params == 76356
-    assert math.isfinite(r.train_loss) and 0 <= r.val_acc <= 100
-    assert any('epoch 2/2' in line for line in lines) and lines[-1].startswith('s_mixer_rp_s64c64_32')
+def test_demo_runs_end_to_end(cli):
+    """`pkmixer demo`: its progress (the threads, the data, the run, each epoch) on stderr; on stdout, after an empty
+    line, the results' table alone."""
+    code, out, err = cli('demo', '--model', 's_mixer_rp_s64c64_32', '--data', 'shapes', '--epochs', '2', '--seeds', '1',
+                         '--train-per-class', '8', '--batch-size', '16')
+    assert code == 0
+    progress = err.splitlines()
+    assert len(progress) == 5 and re.fullmatch(r'\d+ threads? \(.+\)', progress[0])
+    assert progress[1].startswith('data: Synthetic Shapes (circle, cross, square, triangle; 32x32 RGB, drawn from '
+                                  'seed 0)')
+    assert progress[2] == '[s_mixer_rp_s64c64_32 seed 0] 76,356 params, effective width m = 4096'
+    assert [line.split('  ')[0] for line in progress[3:]] == ['[s_mixer_rp_s64c64_32 seed 0] epoch 1/2',
+                                                              '[s_mixer_rp_s64c64_32 seed 0] epoch 2/2']
+    blank, header, row = out.splitlines()
+    assert blank == '' and header.split()[:3] == ['model', 'seed', 'params']
+    name, seed, params, width, loss, acc, _ = row.split()
+    assert (name, seed, params, width) == ('s_mixer_rp_s64c64_32', '0', '76,356', '4096')
+    assert math.isfinite(float(loss)) and 0 <= float(acc.rstrip('%')) <= 100
+
+
+def demo_lines(caplog, logged, **kwargs):
+    """`run_demo(**kwargs)`'s results, and what `pkmixer demo` shows of it: the lines it logs, an empty line and its
+    :func:`summary_lines`."""
+    caplog.clear()
+    results = run_demo(**kwargs)
+    return results, logged() + [''] + summary_lines(results)
 
 
 def test_demo_uses_the_idle_cores(monkeypatch):
@@ -126,16 +144,15 @@ def test_the_synthetic_shapes_are_a_function_of_the_seed(tmp_path):
 
 
 @pytest.mark.parametrize('data', ['shapes', pytest.param('fashion-mnist', marks=needs_debian)])
-def test_the_same_command_and_seed_print_the_same_numbers(tmp_path, data):
+def test_the_same_command_and_seed_print_the_same_numbers(tmp_path, data, caplog, logged):
     """Twice the same tiny demo (both models, two seeds each): every printed number equal; the seeds differ."""
     from timm_pkmixer.experiments.demo_data import find_fashion_mnist
     if data == 'fashion-mnist':
         find_fashion_mnist(tmp_path / 'cache')  # prepared before both runs: each says "prepared earlier"
     outputs = []
     for _ in range(2):
-        lines = []
-        run_demo(data=data, cache_dir=str(tmp_path / 'cache'), epochs=2, seeds=2, train_per_class=4,
-                 val_per_class=3, batch_size=8, threads=1, seed=5, log=lines.append)
+        _, lines = demo_lines(caplog, logged, data=data, cache_dir=str(tmp_path / 'cache'), epochs=2, seeds=2,
+                              train_per_class=4, val_per_class=3, batch_size=8, threads=1, seed=5)
         outputs.append(numbers(lines))
     assert outputs[0] == outputs[1]
     rows = [line.split() for line in outputs[0] if line.startswith('s_mixer')]
@@ -145,31 +162,28 @@ def test_the_same_command_and_seed_print_the_same_numbers(tmp_path, data):
 
 
 @needs_debian
-def test_the_demo_trains_on_fashion_mnist_when_it_can_and_says_so(tmp_path):
-    lines = []
-    results = run_demo(models=['s_mixer_s64c64_32'], cache_dir=str(tmp_path / 'cache'), epochs=1, seeds=1,
-                       train_per_class=2, val_per_class=2, batch_size=8, threads=1, log=lines.append)
+def test_the_demo_trains_on_fashion_mnist_when_it_can_and_says_so(tmp_path, caplog, logged):
+    results, lines = demo_lines(caplog, logged, models=['s_mixer_s64c64_32'], cache_dir=str(tmp_path / 'cache'),
+                                epochs=1, seeds=1, train_per_class=2, val_per_class=2, batch_size=8, threads=1)
     raw = tmp_path / 'cache' / 'fashion_mnist' / 'FashionMNIST' / 'raw'
     assert lines[1] == (f"data: Fashion-MNIST ({raw}, from Debian's {DEBIAN_DIR}): 20 training images (the first 2 of "
                         f'each of its 10 classes) and 20 validation images (the first 2 of each class of its test '
                         f'set), 28 px resized to 32')
     assert (results[0].num_classes, results[0].val_images) == (10, 20)
-    lines = []
-    run_demo(models=['s_mixer_s64c64_32'], cache_dir=str(tmp_path / 'cache'), epochs=1, seeds=1, train_per_class=2,
-             val_per_class=2, batch_size=8, threads=1, log=lines.append)
+    _, lines = demo_lines(caplog, logged, models=['s_mixer_s64c64_32'], cache_dir=str(tmp_path / 'cache'), epochs=1,
+                          seeds=1, train_per_class=2, val_per_class=2, batch_size=8, threads=1)
     assert lines[1].startswith(f'data: Fashion-MNIST ({raw}, prepared earlier): 20 training images')
 
 
-def test_without_fashion_mnist_the_demo_trains_on_the_shapes_and_says_why(tmp_path, monkeypatch):
+def test_without_fashion_mnist_the_demo_trains_on_the_shapes_and_says_why(tmp_path, monkeypatch, caplog, logged):
     from torchvision.datasets import FashionMNIST
 
     from timm_pkmixer.errors import InvalidArgumentError
     from timm_pkmixer.experiments import fashion_mnist
     monkeypatch.setattr(fashion_mnist, 'DEBIAN_DIR', tmp_path / 'no-debian')
     monkeypatch.setattr(FashionMNIST, 'mirrors', ['http://127.0.0.1:9/'])  # no network: a refused connection
-    lines = []
-    results = run_demo(models=['s_mixer_s64c64_32'], cache_dir=str(tmp_path / 'cache'), epochs=1, seeds=1,
-                       train_per_class=2, batch_size=8, threads=1, seed=7, log=lines.append)
+    results, lines = demo_lines(caplog, logged, models=['s_mixer_s64c64_32'], cache_dir=str(tmp_path / 'cache'),
+                                epochs=1, seeds=1, train_per_class=2, batch_size=8, threads=1, seed=7)
     assert re.fullmatch(r"data: Synthetic Shapes \(circle, cross, square, triangle; 32x32 RGB, drawn from seed 7\) in "
                         r".*pkmixer-demo-\w+ \(Fashion-MNIST cannot be had here: could not download Fashion-MNIST "
                         r'into .*fashion_mnist \(RuntimeError: Error downloading .*Connection refused>\)\. Without a '

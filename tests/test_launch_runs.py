@@ -350,6 +350,25 @@ def test_progress_on_stderr_and_a_closed_stdout_stops_no_run(tmp_path, data):
                                               'cancelled, 0 stale')
 
 
+def _closed_stderr(*argv, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`pkmixer ARGV 2>&-`: the command starts with its stderr (fd 2) closed, as the shell's ``2>&-`` leaves it."""
+    return subprocess.run(['sh', '-c', 'exec "$@" 2>&-', 'sh', sys.executable, '-m', 'timm_pkmixer',
+                           *map(str, argv)], stdout=subprocess.PIPE, text=True, env=ENV, timeout=timeout)
+
+
+def test_a_closed_stderr_drops_the_progress_and_stdout_keeps_the_results_alone(tmp_path, data):
+    """`pkmixer launch DIR 2>&-`: the recipe checked and the run's start and end (said by the launcher's watcher
+    thread) are dropped, never written to stdout in their place; stdout is the results, whole."""
+    sweep = tmp_path / 'sweep'
+    _recipe(sweep, 'a', data)
+    proc = _closed_stderr('launch', sweep, '--train-py', MINI)
+    assert proc.returncode == 0
+    assert proc.stdout.splitlines() == ['[pkmixer launch] 1/1 a: finished',
+                                        f'[pkmixer launch] 1 of 1 runs finished; `pkmixer report {sweep / "runs"}` '
+                                        f'reads them']
+    assert json.loads((sweep / 'launch' / 'runs' / 'a.json').read_text())['state'] == 'ended'
+
+
 @pytest.mark.parametrize('schedule', [dict(epochs='1', required=[0]), dict(epochs=1, required='0'), dict(epochs=1),
                                       dict(epochs=1, required=[0], args={'epochs': 9})])
 def test_a_recorded_epoch_count_that_does_not_fit_is_not_used(launched, schedule):

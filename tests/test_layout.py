@@ -2,8 +2,9 @@
 nothing from the wings; the wings stand in layers — ``analysis/`` and ``distributed/`` on the core,
 ``experiments/`` (recipes, train.py, sweeps, runs, report) above them, ``launch/`` (which runs a folder of recipes)
 and ``publish/`` (which publishes what a run made) above that — and import only downwards, never a sibling;
-``cli/`` sits on top; and no two modules import each other, directly or around a loop. Read from the source with
-``ast``, imports inside functions included."""
+``cli/`` sits on top; and no two modules import each other, directly or around a loop. Only ``cli/`` prints or
+configures logging; the library logs its progress and takes no progress callback. Read from the source with ``ast``,
+imports inside functions included."""
 import ast
 from pathlib import Path
 from typing import Dict, List, Set
@@ -149,8 +150,8 @@ def prints(tree: ast.AST) -> List[int]:
 
 
 def test_only_the_commands_print():
-    """The library says what it is doing through a `progress` callback and what went wrong by raising; only
-    ``cli/`` writes to the terminal (so a notebook or a script using the library gets no stray output)."""
+    """The library says what it is doing through ``logging`` and what went wrong by raising; only ``cli/`` writes
+    to the terminal (so a notebook or a script using the library gets no stray output)."""
     printing = {name: lines for name, path in _modules().items()
                 if layer(name) != 'cli' and (lines := prints(ast.parse(path.read_text(encoding='utf-8'))))}
     assert printing == {}
@@ -206,3 +207,85 @@ def test_the_reexport_check_sees_a_planted_one():
                      '__all__ += ("z", "w", "osp")\n')
     assert reexports(tree) == ['osp', 'w', 'x', 'z']
     assert reexports(ast.parse('from .a import x\n\n\ndef f():\n    pass\n\n\n__all__ = ["f"]\n')) == []
+
+
+# the names a progress callback went by in the library before it logged (``logging``, issue 32): `progress` (16
+# functions), `log` (the demo's 2), `say` (the launcher's 2); and the other usual spellings of one
+PROGRESS_PARAMETERS = ('progress', 'on_progress', 'report_progress', 'log', 'say', 'echo')
+
+
+def progress_parameters(tree: ast.AST) -> List[str]:
+    """``function:line`` of each function (method, lambda) in a module's syntax tree with an argument named as a
+    progress callback (:data:`PROGRESS_PARAMETERS`)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if x is not None]
+            if any(n in PROGRESS_PARAMETERS for n in names):
+                found.append(f'{getattr(node, "name", "<lambda>")}:{node.lineno}')
+    return sorted(found, key=lambda f: int(f.rsplit(':', 1)[1]))
+
+
+def library_progress_parameters(sources: Dict[str, str]) -> Dict[str, List[str]]:
+    """{module: its functions that take a progress parameter} over `sources` (module name → text) outside ``cli/``."""
+    return {name: found for name, text in sources.items()
+            if layer(name) != 'cli' and (found := progress_parameters(ast.parse(text)))}
+
+
+def _sources() -> Dict[str, str]:
+    return {name: path.read_text(encoding='utf-8') for name, path in _modules().items()}
+
+
+def test_no_library_function_takes_a_progress_callback():
+    """The library says what it is doing through ``logging.getLogger(__name__)``, as timm does, never through a
+    callback handed down: the command line installs the one handler that writes the lines to stderr."""
+    assert library_progress_parameters(_sources()) == {}
+
+
+def test_the_progress_parameter_check_sees_planted_ones():
+    """Planted in a real library module (a keyword, a method's `say`, a lambda's `log`), and in a command (allowed)."""
+    sources = _sources()
+    catalog = sources['timm_pkmixer.catalog']
+    signature = 'def summarize_all(names: Sequence[str])'
+    assert signature in catalog
+    line = catalog[:catalog.index(signature)].count('\n') + 1
+    sources['timm_pkmixer.catalog'] = catalog.replace(signature, signature[:-1] + ', *, progress=None)')
+    end = sources['timm_pkmixer.width'].count('\n')  # width.py's lines (two empty ones, the class, then these)
+    sources['timm_pkmixer.width'] += '\n\nclass Said:\n    def __init__(self, say):\n        self.f = lambda log: log\n'
+    sources['timm_pkmixer.cli.models'] += '\n\ndef shown(progress):\n    return progress\n'
+    assert library_progress_parameters(sources) == {
+        'timm_pkmixer.catalog': [f'summarize_all:{line}'],
+        'timm_pkmixer.width': [f'__init__:{end + 4}', f'<lambda>:{end + 5}']}
+    assert progress_parameters(ast.parse('async def f(*log):\n    pass\n\n\ndef g(**echo):\n    pass\n')) == [
+        'f:1', 'g:5']
+
+
+_CONFIGURING = ('basicConfig', 'dictConfig', 'fileConfig', 'addHandler', 'removeHandler', 'setLevel')
+
+
+def configures_logging(tree: ast.AST) -> List[int]:
+    """Lines that configure logging: a call of :data:`_CONFIGURING` (``logging.basicConfig(…)``,
+    ``logger.addHandler(…)``, …) or an assignment to a logger's ``propagate``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, 'attr', getattr(node.func, 'id', None)) in _CONFIGURING:
+            found.append(node.lineno)
+        elif isinstance(node, ast.Assign) and any(getattr(t, 'attr', None) == 'propagate' for t in node.targets):
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_the_library_never_configures_logging():
+    """Where its lines go is the caller's choice (timm's rule): only ``cli/`` installs a handler, for a command."""
+    found = {name: lines for name, text in _sources().items()
+             if layer(name) != 'cli' and (lines := configures_logging(ast.parse(text)))}
+    assert found == {}
+    assert configures_logging(ast.parse(_sources()['timm_pkmixer.cli._stderr'])) != []  # the one that does
+
+
+def test_the_logging_configuration_check_sees_planted_ones():
+    tree = ast.parse('import logging\nlogging.basicConfig(level=logging.INFO)\nlog = logging.getLogger("x")\n'
+                     'log.addHandler(logging.NullHandler())\nlog.propagate = False\nlog.info("fine")\n'
+                     'from logging import basicConfig\nbasicConfig()\n')
+    assert configures_logging(tree) == [2, 4, 5, 8]

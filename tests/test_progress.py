@@ -1,7 +1,10 @@
 """Progress: every command that can run longer than about ten seconds says on stderr what it is doing (a line per
-model, point, run, stage or batch of images) while stdout keeps only its results; the library takes a callback
-and, without one, is silent. The lines are compared whole, in order, so a step that stops reporting (or reports
-twice, or out of order) fails here."""
+model, point, run, stage or batch of images) while stdout keeps only its results, and a closed stderr drops it; the
+library logs it (``logging``) and prints nothing, so a caller who configures no logging hears nothing. The lines are
+compared whole, in order, so a step that stops reporting (or reports twice, or out of order) fails here."""
+import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,6 +55,19 @@ def test_models_says_each_model_it_counts(cli):
     assert err.splitlines() == [f'{n} ({i + 1}/{len(names)}): counting parameters and MACs on the meta device'
                                 for i, n in enumerate(names)]
     assert [line.split()[0] for line in out.splitlines()[1:]] == names  # stdout: the table only
+
+
+def test_each_command_installs_one_stderr_handler_and_takes_it_away(cli, caplog):
+    """The handler is the command's: installed when it starts, not propagating (a root handler, as timm's train.py
+    sets one up and as pytest's `caplog` is, does not get the lines to print them twice), removed when it ends, so
+    a second command in the same process says each line once again and the library is silent between them."""
+    caplog.set_level(logging.INFO)  # a handler on the root logger that hears INFO
+    logger = logging.getLogger('timm_pkmixer')
+    before = (logger.handlers[:], logger.level, logger.propagate)
+    first = cli('models', 'ss8')
+    assert first[0] == 0 and first[2] and not [r for r in caplog.records if r.name.startswith('timm_pkmixer')]
+    assert (logger.handlers, logger.level, logger.propagate) == before
+    assert cli('models', 'ss8') == first
 
 
 def test_sweep_says_each_point_it_builds(cli, tmp_path, fresh_sweep_cache):
@@ -117,35 +133,73 @@ def test_plot_width_says_each_model_it_reads(cli, tmp_path):
                                 for i, n in enumerate(names)]
 
 
-def test_the_library_reports_through_the_callback_only(tmp_path, capsys, fresh_sweep_cache):
-    """Each library entry point sends its lines to `progress` and prints nothing, with or without one."""
-    heard = []
-    plan = plan_sweep('cifar10/s_mixer_fig7', experiment='depth', seeds=[0], progress=heard.append)
-    assert heard == [f'point {i + 1}/{len(plan.points)}: building {p.name} ({p.model}) on the meta device'
-                     for i, p in enumerate(plan.points)]
-    sweep_module._BUILT.clear()
-    plan_sweep('cifar10/s_mixer_fig7', experiment='depth', seeds=[0])
+def test_the_library_reports_through_logging_only(tmp_path, capsys, caplog, logged, fresh_sweep_cache):
+    """Each library entry point logs its lines (to the ``timm_pkmixer`` loggers) and prints nothing."""
+    plan = plan_sweep('cifar10/s_mixer_fig7', experiment='depth', seeds=[0])
+    assert logged() == [f'point {i + 1}/{len(plan.points)}: building {p.name} ({p.model}) on the meta device'
+                        for i, p in enumerate(plan.points)]
+    assert {r.name for r in caplog.records if r.name.startswith('timm_pkmixer')} == {
+        'timm_pkmixer.experiments.sweep_plan'}  # named by its module, as timm's loggers are
 
-    heard = []
-    report = build_report([str(_runs(tmp_path / 'runs'))], progress=heard.append)
-    assert len(heard) == 6 and heard[0].endswith('reading run 1/4 (depth2-seed0)') and heard[-1].startswith('group 2/2')
-    heard = []
-    write_report(report, str(tmp_path / 'report'), progress=heard.append)
-    assert heard == ['drawing the figures of depth (2 points)']
-    build_report([str(tmp_path / 'runs')])
-    write_report(report, str(tmp_path / 'again'))
+    caplog.clear()
+    report = build_report([str(_runs(tmp_path / 'runs'))])
+    assert len(logged()) == 6 and logged()[0].endswith('reading run 1/4 (depth2-seed0)')
+    assert logged()[-1].startswith('group 2/2')
+    caplog.clear()
+    write_report(report, str(tmp_path / 'report'))
+    assert logged() == ['drawing the figures of depth (2 points)']
 
-    heard = []
-    near = models_near_omega(2 ** 18, progress=heard.append)
-    assert len(heard) == len(list_pkmixer_models()) and near == models_near_omega(2 ** 18)
+    caplog.clear()
+    models_near_omega(2 ** 18)
+    assert len(logged()) == len(list_pkmixer_models())
     assert capsys.readouterr() == ('', '')
 
 
-def test_image_export_says_every_thousand_images_and_the_last(tmp_path, monkeypatch):
+def test_a_caller_who_configures_no_logging_hears_nothing():
+    """As timm's library code: silent under Python's default configuration; a caller's own logging configuration
+    (here ``basicConfig`` at INFO) gets the lines, named by their module."""
+    proc = subprocess.run([sys.executable, '-c', (
+        'import logging\nfrom timm_pkmixer.catalog import summarize_all\n'
+        'summarize_all(["s_mixer_s64c64_32"])\nprint("configured", flush=True)\n'
+        'logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")\n'
+        'summarize_all(["s_mixer_s64c64_32"])\n')], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert (proc.stdout, proc.stderr) == ('configured\n', 'timm_pkmixer.catalog: s_mixer_s64c64_32 (1/1): counting '
+                                                          'parameters and MACs on the meta device\n')
+
+
+def test_image_export_says_every_thousand_images_and_the_last(tmp_path, monkeypatch, logged):
     """`pkmixer prepare-stl10` writes 13,000 PNG files: a line per PROGRESS_EVERY images (2 here) and at the end."""
     monkeypatch.setattr(datasets_module, 'PROGRESS_EVERY', 2)
     samples = [(Image.new('RGB', (8, 8)), i % 2) for i in range(5)]
-    heard = []
-    counts = export_image_folder(samples, ['a', 'b'], tmp_path / 'train', progress=heard.append)
+    counts = export_image_folder(samples, ['a', 'b'], tmp_path / 'train')
     assert counts == {'a': 3, 'b': 2}
-    assert heard == [f'{tmp_path / "train"}: {k}/5 images written' for k in (2, 4, 5)]
+    assert logged() == [f'{tmp_path / "train"}: {k}/5 images written' for k in (2, 4, 5)]
+
+
+def _closed_stderr(*argv) -> subprocess.CompletedProcess:
+    """`pkmixer ARGV 2>&-`: the command starts with its stderr (fd 2) closed, as the shell's ``2>&-`` leaves it."""
+    return subprocess.run(['sh', '-c', 'exec "$@" 2>&-', 'sh', sys.executable, '-m', 'timm_pkmixer',
+                           *map(str, argv)], stdout=subprocess.PIPE, text=True, timeout=600)
+
+
+def test_a_closed_stderr_drops_the_progress_and_stdout_keeps_the_results_alone(tmp_path):
+    """`pkmixer sweep … 2>&-`: the point built is not said anywhere (never on stdout in stderr's place); stdout is
+    the recipes written, whole."""
+    out = tmp_path / 'sweep'
+    proc = _closed_stderr('sweep', 'cifar10/s_mixer_fig7', '--experiment', 'depth', '--depths', '4',
+                          '--permutation', 'random', '--seeds', '0', '--out-dir', out)
+    assert proc.returncode == 0
+    assert proc.stdout.splitlines() == [
+        f'# 1 recipes in {out}; run each with (add --data-dir … where the data lives):',
+        f'pkmixer train {out / "depth_L4_random_seed0.yaml"}',
+        f'# every setting with its value and source: {out / "SWEEP.md"} (and sweep.json)']
+
+
+@pytest.mark.parametrize('argv', [['report', '{missing}'], ['report', '{missing}', '--out-dir', '{out}']],
+                         ids=['usage', 'error'])
+def test_a_closed_stderr_drops_an_error_too(tmp_path, argv):
+    """An error is no result: with stderr closed, argparse's usage error and the command's own (``pkmixer report:
+    error: no train.py run folders …``) are dropped (the exit status says it), never written to stdout."""
+    proc = _closed_stderr(*[a.format(missing=tmp_path / 'missing', out=tmp_path / 'out') for a in argv])
+    assert (proc.returncode, proc.stdout) == (2, '')

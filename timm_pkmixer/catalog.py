@@ -1,7 +1,8 @@
 """The registered models of this package, and a summary of each (the table printed by ``pkmixer models``)."""
 import inspect
+import logging
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import timm
 import torch
@@ -14,6 +15,8 @@ from .validation import non_negative_real, positive_real
 
 __all__ = ['ModelSummary', 'list_pkmixer_models', 'is_pkmixer_model', 'check_model_name', 'check_model_kwargs',
            'summarize', 'summarize_all', 'models_near_omega']
+
+_logger = logging.getLogger(__name__)
 
 
 def is_pkmixer_model(name: str) -> bool:
@@ -101,21 +104,19 @@ def summarize(name: str, **kwargs) -> ModelSummary:
         pretrained_tags=tuple(n.split('.', 1)[1] for n in timm.list_pretrained(f'{name}.*')))
 
 
-def summarize_all(names: Sequence[str], progress: Optional[Callable[[str], None]] = None) -> List[ModelSummary]:
-    """:func:`summarize` of each registered model of `names`, in order; `progress` (optional) receives a line per
-    model (a few hundred ms each: the whole registry takes seconds)."""
+def summarize_all(names: Sequence[str]) -> List[ModelSummary]:
+    """:func:`summarize` of each registered model of `names`, in order; logs a line per model (a few hundred ms
+    each: the whole registry takes seconds)."""
     summaries = []
     for i, name in enumerate(names):
-        if progress is not None:
-            progress(f'{name} ({i + 1}/{len(names)}): counting parameters and MACs on the meta device')
+        _logger.info(f'{name} ({i + 1}/{len(names)}): counting parameters and MACs on the meta device')
         summaries.append(summarize(name))
     return summaries
 
 
-def models_near_omega(omega: float, rel_tol: float = 0.05,
-                      progress: Optional[Callable[[str], None]] = None) -> List[ModelSummary]:
-    """Registered Mixers whose Ω is within `rel_tol` of `omega` (the models that belong on its width curve).
-    `progress`: as :func:`summarize_all`'s, over every registered model."""
+def models_near_omega(omega: float, rel_tol: float = 0.05) -> List[ModelSummary]:
+    """Registered Mixers whose Ω is within `rel_tol` of `omega` (the models that belong on its width curve); logs
+    :func:`summarize_all`'s lines, over every registered model."""
     omega, rel_tol = positive_real('omega', omega), non_negative_real('rel_tol', rel_tol)
-    return [s for s in summarize_all(list_pkmixer_models(), progress)
+    return [s for s in summarize_all(list_pkmixer_models())
             if s.dim is not None and abs(s.omega / omega - 1) <= rel_tol]

@@ -23,10 +23,11 @@ per round, the order rotated every round, so that a change of the machine's load
 time is reported as the median over rounds of its ratio to the MLP-Mixer's step of the same round. On CUDA the
 peak allocation of one step (`torch.cuda.max_memory_allocated`) is measured too, one model at a time.
 """
+import logging
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -38,6 +39,8 @@ from ..validation import choice, integer, positive_int
 __all__ = ['CostSize', 'COST_SIZES', 'COST_MODELS', 'PAPER_TABLE_S3', 'ModelCost', 'cost_model_args',
            'build_cost_model', 'count_costs', 'time_steps', 'table_s3', 'cost_markdown', 'MAX_STEPS',
            'MAX_BATCH_SIZE']
+
+_logger = logging.getLogger(__name__)
 
 COST_MODELS = ('rp_mixer', 'mlp_mixer', 'sw_mlp')
 MODEL_LABELS = {'rp_mixer': 'RP MLP-Mixer', 'mlp_mixer': 'MLP-Mixer', 'sw_mlp': 'SW-MLP'}
@@ -199,11 +202,10 @@ def time_steps(
         num_classes: int,
         steps: int,
         warmup: int = 2,
-        progress: Optional[Callable[[str], None]] = None,
 ) -> Dict[str, List[float]]:
     """Seconds per training step (forward, backward, AdamW step) of each model, measured in turn: `warmup`
-    rounds untimed, then `steps` rounds of one step per model, the order rotated each round. Models are on
-    their own devices (all the same); returns {name: [seconds of round 0, 1, …]}."""
+    rounds untimed, then `steps` rounds of one step per model, the order rotated each round, a line logged per
+    round. Models are on their own devices (all the same); returns {name: [seconds of round 0, 1, …]}."""
     steps = integer('steps', steps, minimum=1)
     warmup = integer('warmup', warmup, minimum=0)
     if steps > MAX_STEPS:
@@ -229,8 +231,7 @@ def time_steps(
         if r >= warmup:
             for n in names:
                 times[n].append(elapsed[n])
-        if progress is not None:
-            progress(f'round {r + 1}/{warmup + steps} ({"warm-up" if r < warmup else "timed"}): ' +
+        _logger.info(f'round {r + 1}/{warmup + steps} ({"warm-up" if r < warmup else "timed"}): ' +
                      ', '.join(f'{n} {elapsed[n]:.3f} s' for n in names))
     return times
 
@@ -254,23 +255,26 @@ def _fits(cost: ModelCost, device: torch.device) -> Tuple[bool, str]:
                    f'of {what} ({available / 1e9:.3g} GB)')
 
 
-def _count_rows(size: CostSize, models: Sequence[str], batch_size: int,
-                progress: Optional[Callable[[str], None]]) -> Dict[str, Dict[str, Any]]:
+def _count_row(size: CostSize, name: str, batch_size: int) -> Dict[str, Any]:
+    """One model's counted row (its :class:`ModelCost` under ``_cost``), built on the meta device."""
+    model = build_cost_model(size, name, 'meta')
+    cost = count_costs(model, batch_size, (3, size.img_size, size.img_size))
+    desc = model.describe()
+    return dict(
+        size=size.name, data=size.data, model=name, S=size.num_tokens, C=size.embed_dim, L=size.num_blocks,
+        gamma=size.gamma, m=desc.width, omega=desc.omega, density=desc.density, batch_size=batch_size,
+        params=cost.params, param_bytes=cost.param_bytes, buffer_bytes=cost.buffer_bytes,
+        saved_bytes=cost.saved_bytes, train_state_bytes=cost.train_state_bytes,
+        forward_flops_per_image=cost.forward_flops // batch_size,
+        train_flops_per_image=cost.train_flops // batch_size, _cost=cost)
+
+
+def _count_rows(size: CostSize, models: Sequence[str], batch_size: int) -> Dict[str, Dict[str, Any]]:
+    """:func:`_count_row` of each model, a line logged per model counted."""
     rows = {}
-    input_size = (3, size.img_size, size.img_size)
     for name in models:
-        model = build_cost_model(size, name, 'meta')
-        cost = count_costs(model, batch_size, input_size)
-        desc = model.describe()
-        rows[name] = dict(
-            size=size.name, data=size.data, model=name, S=size.num_tokens, C=size.embed_dim, L=size.num_blocks,
-            gamma=size.gamma, m=desc.width, omega=desc.omega, density=desc.density, batch_size=batch_size,
-            params=cost.params, param_bytes=cost.param_bytes, buffer_bytes=cost.buffer_bytes,
-            saved_bytes=cost.saved_bytes, train_state_bytes=cost.train_state_bytes,
-            forward_flops_per_image=cost.forward_flops // batch_size,
-            train_flops_per_image=cost.train_flops // batch_size, _cost=cost)
-        if progress is not None:
-            progress(f'{size.name} {name}: {cost.params:,} parameters, {cost.forward_flops // batch_size:,} '
+        rows[name] = row = _count_row(size, name, batch_size)
+        _logger.info(f'{size.name} {name}: {row["params"]:,} parameters, {row["forward_flops_per_image"]:,} '
                      f'forward FLOPs per image (counted on the meta device)')
     return rows
 
@@ -281,7 +285,7 @@ def _timed_models(size: CostSize, rows: Dict[str, Dict[str, Any]], batch_size: i
     whose training state fits; a row that does not fit gets a `note`. Empty when the MLP-Mixer does not fit."""
     timed = {}
     for name in dict.fromkeys(['mlp_mixer', *rows]):
-        cost = rows[name]['_cost'] if name in rows else _count_rows(size, [name], batch_size, None)[name]['_cost']
+        cost = rows[name]['_cost'] if name in rows else _count_row(size, name, batch_size)['_cost']
         fits, note = _fits(cost, device)
         if fits:
             timed[name] = build_cost_model(size, name, device)
@@ -306,12 +310,11 @@ def table_s3(
         steps: int = 10,
         warmup: int = 2,
         device: Any = 'cpu',
-        progress: Optional[Callable[[str], None]] = None,
 ) -> List[Dict[str, Any]]:
     """One row per (size, model): counts (see the module doc) and, with `steps` > 0, the measured time per
     training step on `device` (each model's median and its per-round ratio to the MLP-Mixer's, which is then
     always measured). Models whose training state does not fit in half the device's memory are counted but not
-    timed (their `note` says why). `progress` receives a line per model counted and per round timed."""
+    timed (their `note` says why). Logs a line per model counted and per round timed."""
     batch_size = positive_int('batch_size', batch_size)
     if batch_size > MAX_BATCH_SIZE:
         raise InvalidArgumentError(f'batch_size must be at most {MAX_BATCH_SIZE}, got {batch_size}')
@@ -325,10 +328,10 @@ def table_s3(
     device = torch.device(device)
     out = []
     for size in sizes:
-        rows = _count_rows(size, models, batch_size, progress)
+        rows = _count_rows(size, models, batch_size)
         timed = _timed_models(size, rows, batch_size, device) if steps else {}
-        times = time_steps(timed, batch_size, (3, size.img_size, size.img_size), size.num_classes, steps, warmup,
-                           progress) if timed else {}
+        times = time_steps(timed, batch_size, (3, size.img_size, size.img_size), size.num_classes, steps,
+                           warmup) if timed else {}
         for name, row in rows.items():
             del row['_cost']
             row.update(device=str(device), threads=torch.get_num_threads() if device.type == 'cpu' else '',

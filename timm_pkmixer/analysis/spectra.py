@@ -16,8 +16,9 @@ k = 1) on the sparse matrix: at 8192 × 4096 with p = 2^-6 it takes 0.3 s agains
 and agrees with it to float32 precision (measured on one core). scipy comes with scikit-learn (the `research`
 extra).
 """
+import logging
 import math
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -30,6 +31,8 @@ from ..validation import boolean, integer, optional, positive_int, positive_real
 __all__ = ['c_gamma', 'sparse_edge', 'mp_edge', 'effective_singular_values', 'mixing_fc_layers',
            'top_singular_value', 'init_edge', 'spectra_table', 'FIG4_DIMS', 'FIG4_TOKENS', 'fig4_spectra',
            'fig_s1_spectra', 'sparse_bernoulli', 'sparse_masked_gaussian', 'MAX_TRIALS']
+
+_logger = logging.getLogger(__name__)
 
 # Random draws per point: 20x the paper's most (50, Fig. S.1; C.2 uses 10). One Fig. 4 trial over C.2's 13 points
 # took about 33 s on a shared 2-core machine (331 s for 10), so 1000 trials would run for about 9 hours.
@@ -190,7 +193,6 @@ def fig4_spectra(
         tokens: Optional[Sequence[int]] = None,
         trials: int = 10,
         source: str = 'sampled',
-        progress: Optional[Callable[[str], None]] = None,
 ) -> List[Dict[str, float]]:
     """Fig. 4 (right): for each (C, S) at fixed Ω, the largest singular value of the SW-MLP's γm × m weight
     M ⊙ A (m = S·C, p = Ω/(γm²)) over `trials` draws, the edges c_γ and √L+, and the largest singular value of
@@ -203,7 +205,7 @@ def fig4_spectra(
     distribution, but building an 8192 × 4096 layer (its hashed mask) takes about 7 s against 0.1 s. The Mixer's
     values come from a two-block MLP-Mixer of S tokens and C channels (`pk_mixer_ss8_32` reshaped, paper init
     N(0, 1/fan_in), torch seed t) through `effective_singular_values`. Tokens default to S(C) at this Ω (eq. 14).
-    `progress` (optional) receives one line per trial (at most MAX_TRIALS trials).
+    Logs one line per trial (at most MAX_TRIALS trials).
     """
     import timm
 
@@ -242,8 +244,7 @@ def fig4_spectra(
             values = effective_singular_values(mixer, repeat=False)  # block 1: S → S (block 0 maps S0 → S)
             tok.append(float(values['blocks.1.mlp_tokens.fc1'][0]))
             chan.append(float(values['blocks.1.mlp_channels.fc1'][0]))
-            if progress is not None:
-                progress(f'C={c} S={s} (point {len(rows) + 1}/{len(dims)}): trial {t + 1}/{trials}, SW-MLP '
+            _logger.info(f'C={c} S={s} (point {len(rows) + 1}/{len(dims)}): trial {t + 1}/{trials}, SW-MLP '
                          f'σ_max {sw[-1]:.4f}')
         sw_mean, sw_sd = _stats(sw)
         rows.append(dict(
@@ -279,14 +280,13 @@ def fig_s1_spectra(
         trials: int = 50,
         seed: int = 0,
         keep_values_at: Optional[float] = 1.5,
-        progress: Optional[Callable[[str], None]] = None,
 ) -> Tuple[List[Dict[str, float]], np.ndarray]:
     """Fig. S.1 (D.1): Z = M ⊙ W, m = round(Ω^((1+a)/2)), p = Ω^(−a), W ~ N(0, 1), M Bernoulli(p); the singular
     values λ of Z with Q = ZZᵀ normalised by its mean diagonal, over `trials` draws per a.
 
     Returns one row per a (m, p, mean and sd of the largest λ, of λ_max² — the largest eigenvalue of Q/c — and
     the mean count of non-zero λ), and every λ of every trial at a = `keep_values_at` (Fig. S.1 center; empty if
-    that a is not in `a_values`). `progress` (optional) receives one line per trial (at most MAX_TRIALS).
+    that a is not in `a_values`). Logs one line per trial (at most MAX_TRIALS).
     """
     omega, trials = _omega_at_least_one(omega), _trials(trials)
     keep_values_at = optional(real, 'keep_values_at', keep_values_at)
@@ -304,8 +304,7 @@ def fig_s1_spectra(
             nonzero.append(int((values > 1e-12).sum()))
             if keep_values_at is not None and math.isclose(a, keep_values_at):
                 kept.append(values)
-            if progress is not None:
-                progress(f'a={a:g} m={m} (point {len(rows) + 1}/{len(a_values)}): trial {len(tops)}/{trials}, '
+            _logger.info(f'a={a:g} m={m} (point {len(rows) + 1}/{len(a_values)}): trial {len(tops)}/{trials}, '
                          f'largest λ {values[0]:.4f}')
         top_mean, top_sd = _stats(tops)
         sq_mean, sq_sd = _stats(np.square(tops))

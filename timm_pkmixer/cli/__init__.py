@@ -5,7 +5,8 @@ in order (train.py's); every other command refuses them as argparse does.
 
 Convention: a user error (bad value, missing file, a checkpoint that does not fit, …) is printed as
 ``pkmixer CMD: error: …`` on stderr and the command exits with status 2, without a traceback; any other
-exception is a bug and keeps its traceback. The library raises, the commands print.
+exception is a bug and keeps its traceback. The library raises, the commands print; the library's progress
+(``logging``, the ``timm_pkmixer`` logger) goes to stderr while a command runs (:mod:`._stderr`).
 """
 import argparse
 import os
@@ -14,6 +15,7 @@ from typing import List, Optional
 
 from ..errors import UserInputError
 from . import analyze, data, demo, expand, launch, models, push, recipes, report, research, status, sweep, train
+from ._stderr import progress_on_stderr, stderr_or_devnull
 
 __all__ = ['main', 'build_parser', 'USER_ERRORS']
 
@@ -37,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Run ``pkmixer`` with `argv` (default: the command line); returns the exit status."""
+    stderr_or_devnull()
     parser = build_parser()
     try:
         args, rest = parser.parse_known_args(argv)
@@ -50,7 +53,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.print_help()
         return 0
     try:
-        status = int(args.run(args) or 0)
+        with progress_on_stderr():
+            status = int(args.run(args) or 0)
         sys.stdout.flush()  # a reader that has gone (`pkmixer recipes | head -1`) shows here, not at exit
         return status
     except BrokenPipeError:  # nobody reads the rest: stop quietly, as `cat` does (Python's recommended way)

@@ -1,10 +1,10 @@
 """Argument groups shared by several commands, defined once; the helper that registers a command;
 :func:`in_flag_terms`, the one way a library argument's name becomes the command's flag; and :func:`progress`, the
-one way a command says what it is doing (the library never prints: it takes a callback, and the commands pass this)."""
+way a command says a step of its own, through the same logger as the library's progress (:mod:`._stderr`)."""
 import argparse
 import ast
 import contextlib
-import sys
+import logging
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 from ..errors import ArgumentValueError, InvalidArgumentError, UserInputError
@@ -17,9 +17,13 @@ POSITIVE_INT = cli_type(positive_int)
 POSITIVE_REAL = cli_type(positive_real, parse=float)
 
 
+_logger = logging.getLogger(__name__)
+
+
 def progress(message: str) -> None:
-    """One progress line on stderr, at once (stdout keeps the results, so ``> file`` and pipes get only those)."""
-    print(message, file=sys.stderr, flush=True)
+    """One progress line of the command's own (a step of push, expand, analyze), logged as the library logs its own:
+    on stderr at once while the command runs (stdout keeps the results, so ``> file`` and pipes get only those)."""
+    _logger.info(message)
 
 
 class ParseKwargs(argparse.Action):

@@ -165,7 +165,7 @@ def _run_fig4(args: argparse.Namespace, out: Path) -> None:
         tokens = list(FIG4_TOKENS)  # C.2's own S
     if tokens is not None and len(tokens) != len(dims):
         raise InvalidArgumentError(f'--S gives {len(tokens)} values for {len(dims)} values of --C')
-    rows = fig4_spectra(omega, gamma, dims, tokens, trials=args.trials or 10, progress=progress)
+    rows = fig4_spectra(omega, gamma, dims, tokens, trials=args.trials or 10)
     _write_csv(out / 'spectra.csv', rows)
     for r in rows:
         print(f"C={r['C']:3d} S={r['S']:3d} m={r['m']:5d} p={r['p']:.4f}: SW-MLP σ_max {r['sv_max_mean']:.4f} "
@@ -184,8 +184,7 @@ def _run_fig_s1(args: argparse.Namespace, out: Path) -> None:
         raise InvalidArgumentError('--fig-s1 takes --omega, --a and --trials (not --gamma, --C, --S)')
     omega = 1e3 if args.omega is None else args.omega
     a_values = args.a if args.a is not None else [0, 0.25, 1 / 3, 0.5, 0.75, 1, 1.25, 1.5, 1.75, 2]
-    rows, values = fig_s1_spectra(a_values, omega, trials=args.trials or 50, keep_values_at=args.hist_a,
-                                  progress=progress)
+    rows, values = fig_s1_spectra(a_values, omega, trials=args.trials or 50, keep_values_at=args.hist_a)
     _write_csv(out / 'fig_s1.csv', rows)
     if values.size:
         counts, edges = np.histogram(values, bins=100)
@@ -257,7 +256,7 @@ def run_cost(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     rows = table_s3([COST_SIZES[s] for s in dict.fromkeys(args.size)], args.models or COST_MODELS,
-                    args.batch_size, args.steps, args.warmup, device, progress=progress)
+                    args.batch_size, args.steps, args.warmup, device)
     _write_csv(out / 'table_s3.csv', rows)
     (out / 'table_s3.md').write_text(cost_markdown(rows), encoding='utf-8')
     for r in rows:

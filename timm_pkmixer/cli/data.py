@@ -3,14 +3,14 @@ the layout timm's ``torch/fashion_mnist`` reads)."""
 import argparse
 from pathlib import Path
 
-from ._common import add_command, in_flag_terms, progress
+from ._common import add_command, in_flag_terms
 
 __all__ = ['add_commands']
 
 
 def run_stl10(args: argparse.Namespace) -> int:
     from ..experiments.datasets import prepare_stl10
-    counts = prepare_stl10(args.out_dir, args.download_root or str(Path(args.out_dir) / 'raw'), progress=progress)
+    counts = prepare_stl10(args.out_dir, args.download_root or str(Path(args.out_dir) / 'raw'))
     for folder, per_class in counts.items():
         print(f'{Path(args.out_dir) / folder}: {sum(per_class.values())} images in {len(per_class)} classes')
     return 0

@@ -1,6 +1,5 @@
 """`pkmixer demo`: train an RP S-Mixer and its normal twin on the CPU, on Fashion-MNIST whenever it can be had."""
 import argparse
-import functools
 
 from ..validation import cli_type, positive_int, positive_real
 from ._common import POSITIVE_INT, add_command, in_flag_terms
@@ -9,13 +8,16 @@ __all__ = ['add_commands']
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..experiments.demo import run_demo
+    """Progress (the threads, the data, each run and epoch) on stderr as the demo logs it; the table and the reading
+    on stdout, after an empty line that sets them apart from the progress on a terminal."""
+    from ..experiments.demo import run_demo, summary_lines
     with in_flag_terms(args, 'data', 'keep_data', 'train_per_class', 'val_per_class'):
-        run_demo(models=args.model, data=args.data, data_dir=args.data_dir, epochs=args.epochs,
-                 batch_size=args.batch_size, lr=args.lr, seed=args.seed, seeds=args.seeds,
-                 train_per_class=args.train_per_class, val_per_class=args.val_per_class, keep_data=args.keep_data,
-                 cache_dir=args.cache_dir, download=not args.no_download, threads=args.threads,
-                 log=functools.partial(print, flush=True))
+        results = run_demo(models=args.model, data=args.data, data_dir=args.data_dir, epochs=args.epochs,
+                           batch_size=args.batch_size, lr=args.lr, seed=args.seed, seeds=args.seeds,
+                           train_per_class=args.train_per_class, val_per_class=args.val_per_class,
+                           keep_data=args.keep_data, cache_dir=args.cache_dir, download=not args.no_download,
+                           threads=args.threads)
+    print('\n'.join(['', *summary_lines(results)]), flush=True)
     return 0
 
 

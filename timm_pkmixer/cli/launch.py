@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-from ._common import add_command, in_flag_terms
+from ._common import add_command, in_flag_terms, progress
 
 __all__ = ['add_commands']
 
@@ -54,25 +54,18 @@ def _make_executor(args: argparse.Namespace) -> Any:
     return cls(**given)
 
 
-def _say(stream: str, line: str) -> None:
-    """`line` on sys.`stream` (stdout: results; stderr: progress); once its reader has gone (``| head -1``) the
-    stream is pointed at /dev/null and nothing more is said there: the runs go on, the launcher still ends them."""
-    target = getattr(sys, stream)
-    if target is None:
-        return
+def _say(line: str) -> None:
+    """A result line on stdout; once its reader has gone (``| head -1``) stdout is pointed at /dev/null and nothing
+    more is said there: the runs go on, the launcher still ends them. (Progress is logged: :mod:`._stderr`.)"""
     try:
-        print(line, file=target, flush=True)
+        print(line, flush=True)
     except (BrokenPipeError, ValueError):
         with contextlib.suppress(OSError, ValueError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), target.fileno())
-
-
-def _progress(line: str) -> None:
-    _say('stderr', line)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _print_end(status: Any, k: int, n: int) -> None:
-    _say('stdout', f'[pkmixer launch] {k}/{n} {status.line()}')
+    _say(f'[pkmixer launch] {k}/{n} {status.line()}')
 
 
 def _argv(args: argparse.Namespace, rest: List[str]) -> List[str]:
@@ -131,7 +124,7 @@ def _launch(args: argparse.Namespace, executor: Any, rest: List[str]) -> Any:
         with in_flag_terms(args, *_executor_options()):
             return launch(Path(args.dir), executor, rest, args.train_py, args.retry_failed,
                           not args.no_wait or not executor.detached, _print_end, new_train_args=args.new_train_args,
-                          rerun_stale=args.rerun_stale, progress=_progress)
+                          rerun_stale=args.rerun_stale)
     except TrainArgsChangedError as e:
         raise InvalidArgumentError(e.explain('--new-train-args')) from None
 
@@ -148,21 +141,21 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = _launch(args, executor, rest)
     except KeyboardInterrupt:
-        _say('stderr', f'[pkmixer launch] interrupted: the runs on this machine are stopped (a batch job keeps '
-                       f'running); a relaunch resumes the unfinished runs (`pkmixer status {args.dir}`)')
+        progress(f'[pkmixer launch] interrupted: the runs on this machine are stopped (a batch job keeps running); a '
+                 f'relaunch resumes the unfinished runs (`pkmixer status {args.dir}`)')
         return 130
     skipped = _skipped(result)
     if not result.started:
-        _say('stdout', f'[pkmixer launch] nothing to launch in {args.dir}{skipped}')
+        _say(f'[pkmixer launch] nothing to launch in {args.dir}{skipped}')
         return 0
     where = f' as SLURM job array {result.job}' if result.job else ''
     if args.no_wait and executor.detached:
-        _say('stdout', f'[pkmixer launch] submitted {len(result.started)} runs{where}{skipped}; '
-                       f'`pkmixer status {args.dir}` follows them')
+        _say(f'[pkmixer launch] submitted {len(result.started)} runs{where}{skipped}; '
+             f'`pkmixer status {args.dir}` follows them')
         return 0
     done = sum(s.state == 'finished' for s in result.ended)
-    _say('stdout', f'[pkmixer launch] {done} of {len(result.started)} runs finished{where}{skipped}; '
-                   f'`pkmixer report {Path(args.dir) / "runs"}` reads them')
+    _say(f'[pkmixer launch] {done} of {len(result.started)} runs finished{where}{skipped}; '
+         f'`pkmixer report {Path(args.dir) / "runs"}` reads them')
     return 0 if result.ok else 1
 
 

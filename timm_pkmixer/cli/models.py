@@ -4,7 +4,7 @@ from pathlib import Path
 from typing import Dict, List
 
 from ..errors import InvalidArgumentError
-from ._common import add_command, progress
+from ._common import add_command
 
 __all__ = ['add_commands']
 
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     names = [name for name in list_pkmixer_models() if not args.filter or args.filter in name]
     if not names:
         raise InvalidArgumentError(f'no registered model matches {args.filter!r}')
-    rows = [summary.row() for summary in summarize_all(names, progress)]
+    rows = [summary.row() for summary in summarize_all(names)]
     cols = list(rows[0])
     if document is not None:
         path.write_text(replace_table(document, markdown_table(rows), str(path)), encoding='utf-8')

@@ -2,15 +2,15 @@
 import argparse
 import sys
 
-from ._common import add_command, progress
+from ._common import add_command
 
 __all__ = ['add_commands']
 
 
 def run(args: argparse.Namespace) -> int:
     from ..experiments.report import build_report, write_report
-    report = build_report(args.runs, args.experiment, progress=progress)
-    files, skipped = write_report(report, args.out_dir, figures=not args.no_figures, progress=progress)
+    report = build_report(args.runs, args.experiment)
+    files, skipped = write_report(report, args.out_dir, figures=not args.no_figures)
     runs = sum(len(p.runs) for p in report.points)
     print(f'{report.experiment}: {runs} runs averaged in {len(report.points)} groups, {len(report.listed)} listed '
           f'(not averaged), {len(report.unreadable)} unreadable folders; wrote {", ".join(str(f) for f in files)}')

@@ -5,7 +5,7 @@ import sys
 
 from ..errors import InvalidArgumentError
 from ..validation import cli_type, non_negative_real
-from ._common import POSITIVE_INT, add_command, add_width_options, in_flag_terms, progress
+from ._common import POSITIVE_INT, add_command, add_width_options, in_flag_terms
 
 __all__ = ['add_commands']
 
@@ -102,7 +102,7 @@ def _plot_width(args: argparse.Namespace) -> None:
         points = patch_sweep(args.omega, gamma, args.patch, in_chans=args.in_chans)
     else:
         points = width_curve(args.omega, gamma, args.C, args.mirror) if args.C else []
-    models = [] if args.no_models else models_near_omega(args.omega, args.model_tol, progress=progress)
+    models = [] if args.no_models else models_near_omega(args.omega, args.model_tol)
     models += [summarize(name) for name in args.model or [] if name not in {m.name for m in models}]
     if any(m.dim is None for m in models):
         raise InvalidArgumentError('only Mixers (with S and C) can be placed on the width curve, not the SW-MLP')

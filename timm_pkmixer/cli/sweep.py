@@ -5,7 +5,7 @@ import shlex
 from pathlib import Path
 
 from ..permutation_kinds import PERMUTATION_KINDS
-from ._common import POSITIVE_INT, POSITIVE_REAL, ParseKwargs, add_command, in_flag_terms, progress
+from ._common import POSITIVE_INT, POSITIVE_REAL, ParseKwargs, add_command, in_flag_terms
 
 __all__ = ['add_commands']
 
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         options = dict(experiment=args.experiment, permutations=args.permutation, seeds=args.seeds, omega=args.omega,
                        model_kwargs=args.model_kwargs, gamma=args.gamma, dims=args.dims, figure=args.figure,
-                       readings=readings, progress=progress, depths=args.depths, densities=args.densities)
+                       readings=readings, depths=args.depths, densities=args.densities)
         if args.explain:
             print(explain(plan_sweep(args.recipe, **options)), end='')
             if not args.out_dir:

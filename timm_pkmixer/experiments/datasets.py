@@ -7,16 +7,19 @@ its ``test`` split to ``DIR/validation/<class>/`` as PNG files, which timm's def
 with ``--data-dir DIR``.
 """
 import functools
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 from ..errors import UserInputError
 from .fashion_mnist import FASHION_MNIST_FILES, fashion_mnist_raw_dir, network_timeout
 
 __all__ = ['export_image_folder', 'prepare_stl10', 'write_digits_image_folder', 'DataSource', 'DataUnavailableError',
            'data_source', 'fetch_data', 'OWN_DATA']
+
+_logger = logging.getLogger(__name__)
 
 # how to train a recipe on data one has, said wherever a dataset cannot be had (train.py's own flags)
 OWN_DATA = ("train on an image folder you have instead: --dataset '' --data-dir DIR --num-classes N (DIR/train/<class>/"
@@ -121,32 +124,29 @@ def fetch_data(source: DataSource) -> None:
 PROGRESS_EVERY = 1000  # images written between two progress lines
 
 
-def export_image_folder(dataset: Sequence, class_names: Sequence[str], out_dir: Path,
-                        progress: Optional[Callable[[str], None]] = None) -> Dict[str, int]:
+def export_image_folder(dataset: Sequence, class_names: Sequence[str], out_dir: Path) -> Dict[str, int]:
     """Write every (PIL image, label) of ``dataset`` to ``out_dir/<class name>/<index>.png``; count per class.
-    `progress` (optional) receives a line every :data:`PROGRESS_EVERY` images and after the last."""
+    Logs a line every :data:`PROGRESS_EVERY` images and after the last."""
     counts = {name: 0 for name in class_names}
     for name in class_names:
         (out_dir / name).mkdir(parents=True, exist_ok=True)
     total = len(dataset)
     for i in range(total):
-        if progress is not None and i and i % PROGRESS_EVERY == 0:
-            progress(f'{out_dir}: {i}/{total} images written')
+        if i and i % PROGRESS_EVERY == 0:
+            _logger.info(f'{out_dir}: {i}/{total} images written')
         image, label = dataset[i]
         if not 0 <= int(label) < len(class_names):
             raise ValueError(f'sample {i} has label {label}, outside the {len(class_names)} classes')
         name = class_names[int(label)]
         image.save(out_dir / name / f'{i:06d}.png')
         counts[name] += 1
-    if progress is not None:
-        progress(f'{out_dir}: {total}/{total} images written')
+    _logger.info(f'{out_dir}: {total}/{total} images written')
     return counts
 
 
-def prepare_stl10(out_dir: str, download_root: str, download: bool = True,
-                  progress: Optional[Callable[[str], None]] = None) -> Dict[str, Dict[str, int]]:
+def prepare_stl10(out_dir: str, download_root: str, download: bool = True) -> Dict[str, Dict[str, int]]:
     """Download (torchvision, which shows its own download bar) and export STL-10: ``train`` → ``out_dir/train``,
-    ``test`` → ``out_dir/validation``; `progress` as :func:`export_image_folder`'s."""
+    ``test`` → ``out_dir/validation``; logs :func:`export_image_folder`'s lines."""
     from torchvision.datasets import STL10
     out = {}
     for split, folder in (('train', 'train'), ('test', 'validation')):
@@ -156,7 +156,7 @@ def prepare_stl10(out_dir: str, download_root: str, download: bool = True,
             raise UserInputError(
                 f'could not get STL-10 into {download_root} ({type(e).__name__}: {e}). Without network access, '
                 f'put stl10_binary.tar.gz (https://ai.stanford.edu/~acoates/stl10/) in that folder first') from e
-        out[folder] = export_image_folder(ds, ds.classes, Path(out_dir) / folder, progress)
+        out[folder] = export_image_folder(ds, ds.classes, Path(out_dir) / folder)
     return out
 
 

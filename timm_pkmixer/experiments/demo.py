@@ -7,21 +7,26 @@ and augmentation, AdamW, a warm-up cosine schedule and label smoothing. Each mod
 (``seed``, ``seed + 1``, …), so that the reading's noise covers the run-to-run variation as well as the validation
 sample. Reproducible: Python's, numpy's and torch's generators are seeded per run and the data are a function of the
 seed, so the same command and seed print the same numbers (with the same threads, which the first line shows).
+Progress (the threads, the data, each run and epoch) is logged; the results' table and reading are
+:func:`summary_lines`.
 """
+import logging
 import math
 import random
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from ..errors import InvalidArgumentError
 from ..validation import positive_int
 from .demo_data import SHAPES, DemoData, choose_demo_data
 from .threads import choose_threads
 
-__all__ = ['DEFAULT_MODELS', 'DATA_CHOICES', 'DemoResult', 'Noise', 'run_demo', 'learned_threshold', 'accuracy_noise',
-           'reading']
+__all__ = ['DEFAULT_MODELS', 'DATA_CHOICES', 'DemoResult', 'Noise', 'run_demo', 'summary_lines', 'learned_threshold',
+           'accuracy_noise', 'reading']
+
+_logger = logging.getLogger(__name__)
 
 DEFAULT_MODELS = ('s_mixer_rp_s64c64_32', 's_mixer_s64c64_32')
 DATA_CHOICES = ('auto', 'fashion-mnist', 'shapes')  # auto: Fashion-MNIST when it can be had, else the shapes
@@ -60,7 +65,7 @@ def _loaders(model, data: DemoData, batch_size: int):
     return train, val
 
 
-def _train_one(name: str, data: DemoData, epochs: int, batch_size: int, lr: float, seed: int, log) -> DemoResult:
+def _train_one(name: str, data: DemoData, epochs: int, batch_size: int, lr: float, seed: int) -> DemoResult:
     import timm
     from timm.loss import LabelSmoothingCrossEntropy
     from timm.optim import create_optimizer_v2
@@ -75,7 +80,7 @@ def _train_one(name: str, data: DemoData, epochs: int, batch_size: int, lr: floa
     loss_fn = LabelSmoothingCrossEntropy(smoothing=0.1)
     params = sum(p.numel() for p in model.parameters())
     width = model.describe().width
-    log(f'[{name} seed {seed}] {params:,} params, effective width m = {width}')
+    _logger.info(f'[{name} seed {seed}] {params:,} params, effective width m = {width}')
 
     start, train_loss, val_acc, updates = time.time(), math.nan, math.nan, 0
     for epoch in range(epochs):
@@ -91,8 +96,8 @@ def _train_one(name: str, data: DemoData, epochs: int, batch_size: int, lr: floa
             total, count = total + loss.item() * len(y), count + len(y)
         train_loss = total / count
         val_acc = _accuracy(model, val_loader)
-        log(f'[{name} seed {seed}] epoch {epoch + 1}/{epochs}  train loss {train_loss:.4f}  val acc '
-            f'{val_acc:5.1f}%  ({time.time() - start:.1f} s)')
+        _logger.info(f'[{name} seed {seed}] epoch {epoch + 1}/{epochs}  train loss {train_loss:.4f}  val acc '
+                     f'{val_acc:5.1f}%  ({time.time() - start:.1f} s)')
     return DemoResult(name, params, width, train_loss, val_acc, time.time() - start, data.num_classes,
                       len(data.val), seed)
 
@@ -141,11 +146,10 @@ def run_demo(
         cache_dir: Optional[str] = None,
         download: bool = True,
         threads: Optional[int] = None,
-        log: Optional[Callable[[str], None]] = None,
 ) -> List[DemoResult]:
-    """Train each model with `seeds` seeds (`seed`, `seed` + 1, …) on the demo's data and report through `log`
-    (the threads, the data and where they come from, progress per epoch, then a table and the reading; nothing
-    when None).
+    """Train each model with `seeds` seeds (`seed`, `seed` + 1, …) on the demo's data, logging the threads, the
+    data and where they come from, and progress per run and epoch; returns the results, in order (their table and
+    reading: :func:`summary_lines`).
 
     Args:
         data: ``auto`` (Fashion-MNIST when it can be had, else Synthetic Shapes), ``fashion-mnist`` or ``shapes``.
@@ -160,28 +164,29 @@ def run_demo(
         threads: torch threads (default: the idle cores, see `choose_threads`).
     """
     import torch
-    log = log or (lambda line: None)
     counts = dict(train_per_class=train_per_class, val_per_class=val_per_class)
     _check(models, data, data_dir, keep_data, batch_size=batch_size, seeds=seeds,
            **{k: v for k, v in dict(counts, epochs=epochs).items() if v is not None})
     n_threads, why = choose_threads(threads)
     torch.set_num_threads(n_threads)
-    log(f'{n_threads} thread{"s" if n_threads > 1 else ""} ({why})')
+    _logger.info(f'{n_threads} thread{"s" if n_threads > 1 else ""} ({why})')
     with tempfile.TemporaryDirectory(prefix='pkmixer-demo-') as tmp:
         chosen = choose_demo_data(data, data_dir, keep_data, tmp, seed, train_per_class, val_per_class, cache_dir,
                                   download)
-        log(f'data: {chosen.says}')
-        results = [_train_one(m, chosen, epochs or chosen.epochs, batch_size, lr, s, log) for m in models
-                   for s in range(seed, seed + seeds)]
-    log('')
-    for line in _table(results):
-        log(line)
+        _logger.info(f'data: {chosen.says}')
+        return [_train_one(m, chosen, epochs or chosen.epochs, batch_size, lr, s) for m in models
+                for s in range(seed, seed + seeds)]
+
+
+def summary_lines(results: Sequence[DemoResult]) -> List[str]:
+    """What the demo found: a row per run (model, seed, parameters, width m, train loss, validation accuracy, time)
+    and, when the runs hold the default RP S-Mixer and its normal twin, an empty line and the :func:`reading`."""
+    lines = _table(results)
     rp = [r for r in results if r.model == DEFAULT_MODELS[0]]
     normal = [r for r in results if r.model == DEFAULT_MODELS[1]]
     if rp and normal:
-        log('')
-        log(reading(rp, normal))
-    return results
+        lines += ['', reading(rp, normal)]
+    return lines
 
 
 def _table(results: Sequence[DemoResult]) -> List[str]:

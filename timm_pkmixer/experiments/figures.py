@@ -1,10 +1,11 @@
 """Figures of training runs (matplotlib, the optional `plot` extra): the curves of timm train.py runs (`pkmixer
 plot run`, Fig. S.6-S.8) and the figures of `pkmixer report`. Data functions need numpy only."""
+import logging
 import math
 import os
 import re
 from collections import OrderedDict
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -16,6 +17,8 @@ from .run_folder import ARGS_YAML, RunFileError, read_args_yaml
 from .run_folder import read_summary as read_run_summary
 
 __all__ = ['read_summary', 'run_label', 'group_runs', 'plot_runs', 'square_channels', 'plot_report', 'dataset_of']
+
+_logger = logging.getLogger(__name__)
 
 
 def read_summary(path: str) -> Dict[str, np.ndarray]:
@@ -182,10 +185,10 @@ def square_channels(pairs: Sequence[tuple]) -> Optional[float]:
     return math.sqrt(math.sqrt(s0 * c0) * math.sqrt(s1 * c1))
 
 
-def plot_report(report, out_dir, progress: Optional[Callable[[str], None]] = None) -> List:
+def plot_report(report, out_dir) -> List:
     """The figures of `pkmixer report`: its experiment's (none for a comparison or several experiments at once) and
     the eval-loss curves (D.7) and every metric's mean with its min–max band over the seeds (Figs. S.6–S.8,
-    `curves_EXP.png`); returns the files. `progress` (optional) receives a line per experiment drawn."""
+    `curves_EXP.png`); returns the files. Logs a line per experiment drawn."""
     from pathlib import Path
     Figure = require_matplotlib()
     out_dir = Path(out_dir)
@@ -194,8 +197,7 @@ def plot_report(report, out_dir, progress: Optional[Callable[[str], None]] = Non
         by_exp.setdefault(p.experiment, []).append(p)
     written = []
     for exp, points in by_exp.items():
-        if progress is not None:
-            progress(f'drawing the figures of {exp} ({len(points)} points)')
+        _logger.info(f'drawing the figures of {exp} ({len(points)} points)')
         if exp == 'width':
             fig = Figure(figsize=(10, 3.8), layout='constrained')
             ax_c, ax_m = fig.subplots(1, 2)

@@ -33,6 +33,7 @@ form, no machine path), from which :func:`build_report` rebuilds the same report
 """
 import csv
 import json
+import logging
 import math
 import os
 import re
@@ -51,6 +52,8 @@ from .sweep_tables import EXPERIMENTS
 
 __all__ = ['COLUMNS', 'Point', 'Listed', 'Report', 'LISTED_KINDS', 'infer_experiment', 'build_report', 'write_report',
            'FIGURES_HINT']
+
+_logger = logging.getLogger(__name__)
 
 COLUMNS = ('experiment', 'point', 'model', 'num_blocks', 'num_tokens', 'embed_dim', 'width', 'permutation',
            'density', 'omega', 'gamma', 'patch_size', 'runs', 'seeds', 'epochs', 'top1_err_mean', 'top1_err_sd',
@@ -287,19 +290,18 @@ class _Building:
     groups: List[List[Run]] = field(default_factory=list)       # runs equal in every argument but the seed
     usable: List[Tuple[List[Run], Any, Dict[str, Any]]] = field(default_factory=list)  # (averaged, model, features)
     models: Dict[str, Any] = field(default_factory=dict)        # summarize() by (model, model_kwargs)
-    progress: Callable[[str], None] = lambda message: None       # a line per run read and per group described
 
 
 def _read_runs(b: _Building) -> None:
     """Every run under the paths (run folders, folders of them, epochs.csv files); folders that cannot be read."""
     for p in b.paths:
         if Path(p).is_file() and str(p).endswith('.csv'):
-            b.progress(f'reading {p}')
+            _logger.info(f'reading {p}')
             b.report.runs += read_epochs_csv(Path(p))
             continue
         found = find_runs([p])
         for i, (folder, name) in enumerate(found):
-            b.progress(f'{p}: reading run {i + 1}/{len(found)} ({name})')
+            _logger.info(f'{p}: reading run {i + 1}/{len(found)} ({name})')
             try:
                 run, changed = read_run(folder, name), launch_changes(folder)
             except RunFileError as e:
@@ -326,7 +328,7 @@ def _group_by_configuration(b: _Building) -> None:
 def _list_runs_not_averaged(b: _Building) -> None:
     """Per group: every run if its model cannot be built here, else the runs a :data:`_LISTING_RULES` rule lists."""
     for i, members in enumerate(b.groups):
-        b.progress(f'group {i + 1}/{len(b.groups)}: describing {members[0].model} (built on the meta device)')
+        _logger.info(f'group {i + 1}/{len(b.groups)}: describing {members[0].model} (built on the meta device)')
         description = _describe(members[0].model, members[0].model_kwargs, b.models)
         if isinstance(description, Exception):
             b.report.listed += [Listed(r.name, 'no model', str(description)) for r in members]
@@ -393,15 +395,14 @@ _STEPS: Tuple[Callable[[_Building], None], ...] = (
     _name_the_experiment, _average_the_groups)
 
 
-def build_report(paths: Sequence[str], experiment: Optional[str] = None,
-                 progress: Optional[Callable[[str], None]] = None) -> Report:
+def build_report(paths: Sequence[str], experiment: Optional[str] = None) -> Report:
     """Read the runs under `paths` (run folders, folders holding them, or ``epochs.csv`` files of an earlier
-    report) and group them by configuration (see the module docstring; the steps: :data:`_STEPS`).
+    report) and group them by configuration (see the module docstring; the steps: :data:`_STEPS`). Logs a line per
+    run folder read and per group described.
 
     Args:
         paths: Where the runs are.
         experiment: One of :data:`EXPERIMENTS` to name the experiment; None infers it (:func:`infer_experiment`).
-        progress: Receives a line per run folder read and per group described; None: silent.
 
     Raises:
         InvalidArgumentError: `experiment` is unknown, or no run (folder with args.yaml) is found.
@@ -410,8 +411,6 @@ def build_report(paths: Sequence[str], experiment: Optional[str] = None,
     if experiment is not None and experiment not in EXPERIMENTS:
         raise InvalidArgumentError(f'experiment must be one of {", ".join(EXPERIMENTS)}, got {experiment!r}')
     building = _Building(paths, experiment, Report(experiment=experiment or '', points=[]))
-    if progress is not None:
-        building.progress = progress
     for step in _STEPS:
         step(building)
     return building.report
@@ -433,10 +432,9 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def write_report(report: Report, out_dir: str, figures: bool = True,
-                 progress: Optional[Callable[[str], None]] = None) -> Tuple[List[Path], Optional[str]]:
-    """Write report.csv, report.md, epochs.csv and (with matplotlib) the figures into `out_dir`; `progress`
-    (optional) receives a line per figure drawn.
+def write_report(report: Report, out_dir: str, figures: bool = True) -> Tuple[List[Path], Optional[str]]:
+    """Write report.csv, report.md, epochs.csv and (with matplotlib) the figures into `out_dir`; logs a line per
+    experiment whose figures are drawn.
 
     Returns:
         (the files written, None or why the figures were not drawn). The tables need nothing beyond the base install.
@@ -477,7 +475,7 @@ def write_report(report: Report, out_dir: str, figures: bool = True,
     if figures and report.points:
         try:
             from .figures import plot_report
-            written += plot_report(report, out, progress)
+            written += plot_report(report, out)
         except ImportError:
             skipped = f'{FIGURES_HINT}; report.csv and report.md are written, the figures are not'
     return written, skipped

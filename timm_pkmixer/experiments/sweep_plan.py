@@ -15,11 +15,12 @@ sweeps with the same message. Where the paper's text and its tables disagree, th
 ``readings={KEY: NAME}`` picks the other, and the plan's settings say which.
 """
 import json
+import logging
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import InvalidArgumentError
 from ..permutation_kinds import PERMUTATION_KINDS
@@ -42,6 +43,8 @@ from .sweep_tables import (
 )
 
 __all__ = ['SweepPlan', 'recipe_figures', 'check_seeds', 'plan_sweep', 'experiment_points']
+
+_logger = logging.getLogger(__name__)
 
 _FIGURE_LINE = re.compile(r'^#\s*figure:\s*(\S+)\s*$')
 
@@ -191,11 +194,10 @@ def _facts(model: Any) -> Dict[str, Any]:
                 m=d.width, P=patch[0] if isinstance(patch, (tuple, list)) and len(set(patch)) == 1 else patch)
 
 
-def _check_points(points: Sequence[ExperimentPoint], base: Mapping[str, Any],
-                  progress: Optional[Callable[[str], None]] = None) -> Dict[str, Dict[str, Any]]:
+def _check_points(points: Sequence[ExperimentPoint], base: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
     """Build every point's model on the meta device as train.py builds it (its model arguments, and the recipe's
     ``num_classes`` and ``in_chans``): an impossible point is refused, by name, before anything. A configuration
-    that built once is not built again (:data:`_BUILT`). `progress` gets a line per point built. Returns what each
+    that built once is not built again (:data:`_BUILT`). Logs a line per point built. Returns what each
     point built (point name → :func:`_facts`)."""
     import timm
 
@@ -207,8 +209,7 @@ def _check_points(points: Sequence[ExperimentPoint], base: Mapping[str, Any],
         key = (point.model, json.dumps(kwargs, sort_keys=True, default=repr))
         facts = _FACTS.get(key) if key in _BUILT else None
         if facts is None:
-            if progress is not None:
-                progress(f'point {i + 1}/{len(points)}: building {point.name} ({point.model}) on the meta device')
+            _logger.info(f'point {i + 1}/{len(points)}: building {point.name} ({point.model}) on the meta device')
             try:
                 names = (point.model, frozenset(kwargs))
                 if names not in _ACCEPTED:  # the model takes these arguments (it builds a default model to know)
@@ -369,12 +370,12 @@ def plan_sweep(
         dims: Optional[Sequence[int]] = None,
         figure: Optional[str] = None,
         readings: Optional[Mapping[str, str]] = None,
-        progress: Optional[Callable[[str], None]] = None,
         depths: Optional[Sequence[int]] = None,
         densities: Optional[Sequence[float]] = None,
 ) -> SweepPlan:
-    """The points, seeds and settings of a sweep (see the module docstring), every point checked to build. None
-    means the figure's (or the experiment's) default; an option the experiment does not use is refused, by name.
+    """The points, seeds and settings of a sweep (see the module docstring), every point checked to build (a line
+    logged per point as it is built on the meta device). None means the figure's (or the experiment's) default; an
+    option the experiment does not use is refused, by name.
 
     Args:
         recipe: The base recipe (a file or a packaged name).
@@ -391,7 +392,6 @@ def plan_sweep(
             ``# figure:`` line).
         readings: For a disagreement of the paper's text and tables, the reading to follow instead of the first
             (disagreement key → reading name, e.g. ``{'omega': 'text'}``; :attr:`Figure.disagreements`).
-        progress: Receives a line per point as it is checked (built on the meta device); None: silent.
     """
     path = resolve_recipe(recipe)
     base = load_recipe(path)
@@ -425,7 +425,7 @@ def plan_sweep(
     points = PLANNERS[kind].build(SweepInput(base, params, kwargs, perms, omega, gamma, dims, sw_kwargs, title, depths,
                                          densities, permutations is not None))
     _check_reach(points, user_kwargs, experiment)
-    built = _check_points(points, base, progress)
+    built = _check_points(points, base)
     options = dict(omega=omega, gamma=gamma, dims=dims, depths=depths, densities=densities)
     model = _model_settings(fig.model if fig else (), points, built, _causes(used, fig, options, user_kwargs))
     points, training, differs = _training(fig, used, base, points, path)

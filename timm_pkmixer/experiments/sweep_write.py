@@ -108,8 +108,8 @@ def write_sweep(recipe: str, out_dir: str, add: bool = False, log_wandb: bool = 
     The plan is :func:`plan_sweep`'s (every point checked to build before anything is written), so a sweep that
     ``explain`` shows is one this writes. A folder that already holds a sweep (or other YAML files) is refused
     unless `add`; even then no file is overwritten. `log_wandb`: every recipe logs to W&B (`wandb_project`),
-    grouped by the figure (else the experiment), tagged with its point and seed. Other arguments (`progress`
-    among them): :func:`plan_sweep`.
+    grouped by the figure (else the experiment), tagged with its point and seed. Other arguments:
+    :func:`plan_sweep`.
     """
     if wandb_project is not None:
         check_wandb_project(wandb_project)

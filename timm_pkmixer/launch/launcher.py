@@ -17,6 +17,7 @@ epoch train.py runs has its summary row. A relaunch skips finished runs, resumes
 reruns failed ones only when asked (``retry_failed``).
 """
 
+import logging
 import shlex
 import threading
 from dataclasses import asdict, dataclass, field
@@ -35,7 +36,7 @@ from .tasks import Task, default_run_dir, find_recipes, log_tail, plan_tasks, ru
 
 __all__ = ['RunStatus', 'run_status', 'read_status', 'read_launch_train_args', 'LaunchResult', 'launch']
 
-Say = Callable[[str], None]
+_logger = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------------------------------------- status
@@ -173,11 +174,11 @@ def _todo(tasks: Sequence[Task], retry_failed: bool, rerun_stale: bool) -> Tuple
 
 
 class _StartWatcher:
-    """Says each run's start with its log (its record turns ``running``), read from the records every `poll_s`:
+    """Logs each run's start with its log (its record turns ``running``), read from the records every `poll_s`:
     the same for every executor, a local worker or a SLURM array task."""
 
-    def __init__(self, tasks: Sequence[Task], say: Say, poll_s: float = 0.5):
-        self.tasks, self.say, self.poll_s = list(tasks), say, poll_s
+    def __init__(self, tasks: Sequence[Task], poll_s: float = 0.5):
+        self.tasks, self.poll_s = list(tasks), poll_s
         self.seen: Set[str] = set()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._watch, name='pkmixer-launch-starts', daemon=True)
@@ -193,7 +194,7 @@ class _StartWatcher:
                 if record.get('state') == 'running':
                     self.seen.add(task.name)
                     where = (f'SLURM job {record["job"]}' if record.get('job') else f'PID {record.get("pid")}')
-                    self.say(f'[pkmixer launch] started {task.name} ({where}; log {_log_path(task)})')
+                    _logger.info(f'[pkmixer launch] started {task.name} ({where}; log {_log_path(task)})')
 
     def close(self) -> None:
         self.stop.set()
@@ -205,7 +206,7 @@ def _log_path(task: Task) -> Path:
 
 
 def _start_and_wait(folder: Path, executor: Any, todo: List[Task], result: LaunchResult, wait: bool,
-                    on_end: Optional[Callable[[RunStatus, int, int], None]], say: Say) -> bool:
+                    on_end: Optional[Callable[[RunStatus, int, int], None]]) -> bool:
     """Start `todo` and, with `wait`, wait for every run; returns whether the lock stays (a batch job holds it)."""
     batch = executor.start(todo)
     result.job = batch.job
@@ -213,15 +214,15 @@ def _start_and_wait(folder: Path, executor: Any, todo: List[Task], result: Launc
         update_lock(folder, job=batch.job, pid=None)
     if not wait:
         return bool(batch.job)
-    watcher = _StartWatcher(todo, say)
+    watcher = _StartWatcher(todo)
 
     def ended(task: Task, returncode: Optional[int]) -> None:
         status = run_status(Path(task.recipe), Path(task.state_dir), task.run_dir)
         if returncode is None and not status.detail:
             status.detail = 'ended unseen (cancelled?)'
         result.ended.append(status)
-        say(f'[pkmixer launch] ended {task.name}: {status.line().splitlines()[0].split(": ", 1)[1]} '
-            f'(log {_log_path(task)})')
+        _logger.info(f'[pkmixer launch] ended {task.name}: {status.line().splitlines()[0].split(": ", 1)[1]} '
+                     f'(log {_log_path(task)})')
         if on_end:
             on_end(status, len(result.ended), len(todo))
     try:
@@ -239,21 +240,20 @@ def _start_and_wait(folder: Path, executor: Any, todo: List[Task], result: Launc
 def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py: Optional[str] = None,
            retry_failed: bool = False, wait: bool = True,
            on_end: Optional[Callable[[RunStatus, int, int], None]] = None, new_train_args: bool = False,
-           rerun_stale: bool = False, progress: Optional[Say] = None) -> LaunchResult:
+           rerun_stale: bool = False) -> LaunchResult:
     """Run every recipe of `folder` that is not finished (nor failed, unless `retry_failed`; nor stale, unless
     `rerun_stale`: its run folder is then moved aside to ``<name>.stale-<k>`` and the run starts afresh) with
     `executor` (an instance of an :data:`~timm_pkmixer.launch.executors.EXECUTORS` class), `train_args` applying
     to every run; with `wait`, return when all have ended, calling ``on_end(status, k, n)`` as the k-th of n ends.
 
     The first launch records `train_args` (``DIR/launch/train_args.json``); a relaunch given none reuses them, given
-    others is refused (:class:`TrainArgsChangedError`, each difference named) unless `new_train_args`. `progress`
-    gets a line per recipe checked and per run started and ended (with its log).
+    others is refused (:class:`TrainArgsChangedError`, each difference named) unless `new_train_args`. Logs a line
+    per recipe checked and per run started and ended (with its log).
 
     Raises :class:`LaunchLockedError` when the folder is being launched, :class:`LaunchError` for a folder, recipe,
     run folder, record or executor option that cannot be used (nothing is started then).
     """
     folder = Path(folder).absolute()
-    say = progress or (lambda message: None)
     executor.check()
     find_recipes(folder)  # before the lock: nothing is written into a folder that is not one of recipes
     if not wait and not executor.detached:
@@ -264,9 +264,10 @@ def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py
     try:
         args, reused = settle_train_args(launch_state_dir(folder), list(train_args), new_train_args)
         if reused:
-            say(f'[pkmixer launch] every run gets the train.py arguments of the earlier launches: {shlex.join(args)}')
+            _logger.info(f'[pkmixer launch] every run gets the train.py arguments of the earlier launches: '
+                         f'{shlex.join(args)}')
         plan = executor.plan()
-        tasks = plan_tasks(folder, args, train_py, executor.name, plan['nproc'], plan['threads'], say)
+        tasks = plan_tasks(folder, args, train_py, executor.name, plan['nproc'], plan['threads'])
         todo, skipped, fresh = _todo(tasks, retry_failed, rerun_stale)
         result = LaunchResult(todo, skipped, train_args=args, reused=reused)
         if not todo:
@@ -275,8 +276,8 @@ def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py
             log_tail(_log_path(task), 1)
         for task in fresh:
             result.moved.append((task.name, move_aside(Path(task.run_dir))))
-            say(f'[pkmixer launch] {task.name} is stale: its run folder moved aside to {result.moved[-1][1]}')
-        keep_lock = _start_and_wait(folder, executor, todo, result, wait, on_end, say)
+            _logger.info(f'[pkmixer launch] {task.name} is stale: its run folder moved aside to {result.moved[-1][1]}')
+        keep_lock = _start_and_wait(folder, executor, todo, result, wait, on_end)
         return result
     finally:
         if not keep_lock:

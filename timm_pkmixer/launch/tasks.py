@@ -4,6 +4,7 @@ Executors (:mod:`.executors`) run tasks; :mod:`.launch` plans, locks and reports
 import ctypes
 import dataclasses
 import functools
+import logging
 import os
 import signal
 import socket
@@ -28,6 +29,8 @@ from .state_files import open_log, open_regular
 
 __all__ = ['STATES', 'LOG_TAIL', 'Progress', 'run_progress', 'find_recipes', 'default_run_dir', 'log_tail', 'Task',
            'plan_tasks', 'execute']
+
+_logger = logging.getLogger(__name__)
 
 STATES = ('pending', 'running', 'finished', 'unfinished', 'failed', 'cancelled', 'stale')
 LOG_TAIL = 5
@@ -145,10 +148,10 @@ class Task:
 
 
 def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str], executor: str, nproc: int = 1,
-               threads: Optional[int] = None, progress: Optional[Callable[[str], None]] = None) -> List[Task]:
+               threads: Optional[int] = None) -> List[Task]:
     """One task per recipe of `folder`, each checked as `pkmixer train` checks it before training (train.py's
     parser, the model on the meta device) and checked to own its run folder (:func:`.ownership.owner_problem`): a
-    recipe refused is named and nothing is started. `progress` gets a line per recipe checked.
+    recipe refused is named and nothing is started. Logs a line per recipe checked.
 
     `train_args` go to every run; each run gets ``--output`` / ``--experiment`` (its run folder, see
     :func:`default_run_dir`; `train_args` may set them too), ``--train-py`` and, when given, ``--threads``.
@@ -160,8 +163,7 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
     owner = folder_id(launch_state_dir(folder), create=True)
     tasks, seen = [], {}
     for i, recipe in enumerate(recipes):
-        if progress:
-            progress(f'[pkmixer launch] checking recipe {i + 1}/{len(recipes)} ({recipe.name})')
+        _logger.info(f'[pkmixer launch] checking recipe {i + 1}/{len(recipes)} ({recipe.name})')
         try:
             plan = prepare_train(str(recipe), list(train_args), train_py_path)
         except UserInputError as e:
@@ -221,13 +223,13 @@ def _log(task: Task) -> IO[str]:
                     f'remove it if no launch of {Path(task.state_dir).parent} is running')
 
 
-def _header(task: Task, progress: Progress, resume: Optional[str], job: Optional[str]) -> str:
+def _header(task: Task, so_far: Progress, resume: Optional[str], job: Optional[str]) -> str:
     where = f'{socket.gethostname()}{f" (SLURM job {job})" if job else ""}'
     changed = launch_changes(Path(task.run_dir)) if resume else []
     note = (f'=== its recipe changed since it started ({", ".join(changed)}): resuming with the recipe as it is '
             f'now\n') if changed else ''
     return (f'=== {time.strftime("%Y-%m-%d %H:%M:%S")} on {where}: '
-            f'{"resuming from epoch " + str(progress.done) if resume else "starting"}\n{note}'
+            f'{"resuming from epoch " + str(so_far.done) if resume else "starting"}\n{note}'
             f'=== {" ".join(task.command(resume))}\n')
 
 
