@@ -15,7 +15,7 @@ from timm_pkmixer.catalog import summarize
 from timm_pkmixer.cli import main as cli_main
 from timm_pkmixer.cli import main as pkmixer
 from timm_pkmixer.experiments.recipes import check_recipe_keys, list_recipes, load_recipe, recipe_root, resolve_recipe
-from timm_pkmixer.experiments.sweep_plan import experiment_points, plan_sweep, recipe_figures
+from timm_pkmixer.experiments.sweep_plan import experiment_points, plan_sweep
 from timm_pkmixer.experiments.sweep_planners import gamma_points
 from timm_pkmixer.experiments.sweep_render import figures_markdown
 from timm_pkmixer.experiments.sweep_tables import CIFAR_SWEEP_PAIRS
@@ -118,7 +118,7 @@ def test_fig_s5_stl10_and_fig_s6_are_their_captions():
 
 def test_every_setting_has_a_source_and_packaged_recipes_agree_with_their_figures():
     for info in list_recipes():
-        for key in recipe_figures(info.path):
+        for key in info.figures:
             plan = plan_sweep(info.name, figure=key)
             if info.dataset == 'fashion_mnist':  # not the paper's data: a CPU study; only its epochs may differ
                 assert {d.split(':')[0] for d in plan.differs} <= {'epochs'}, (info.name, key, plan.differs)

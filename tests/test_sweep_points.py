@@ -12,7 +12,7 @@ import yaml
 from timm_pkmixer.cli import main as pkmixer
 from timm_pkmixer.errors import InvalidArgumentError
 from timm_pkmixer.experiments.recipes import list_recipes
-from timm_pkmixer.experiments.sweep_plan import plan_sweep, recipe_figures
+from timm_pkmixer.experiments.sweep_plan import plan_sweep
 from timm_pkmixer.experiments.sweep_render import explain
 from timm_pkmixer.experiments.sweep_tables import CIFAR_SWEEP_PAIRS, EXPERIMENTS, FIGS6_DIMS, FIGURES
 from timm_pkmixer.experiments.sweep_write import write_sweep
@@ -139,7 +139,7 @@ def test_fig_s7_s8_are_their_captions(tmp_path, figure, dims, training):
 # ---------------------------------------------------------------------------------------------- disagreements
 
 def _base_recipe(key):
-    return next(info.name for info in list_recipes() if key in recipe_figures(info.path))
+    return next(info.name for info in list_recipes() if key in info.figures)
 
 
 DISAGREEMENTS = [(f.key, d.key, r.name) for f in FIGURES.values() for d in f.disagreements for r in d.readings[1:]]

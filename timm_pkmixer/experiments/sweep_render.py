@@ -4,7 +4,7 @@ disagreements and its points (``pkmixer sweep --explain``, and ``SWEEP.md`` besi
 """
 from typing import Dict, List
 
-from .sweep_plan import SweepPlan, recipe_figures
+from .sweep_plan import SweepPlan
 from .sweep_tables import FIGURES
 
 __all__ = ['explain', 'figures_markdown']
@@ -35,7 +35,7 @@ def figures_markdown() -> str:
     from .recipes import list_recipes
     bases: Dict[str, List[str]] = {}
     for info in list_recipes():
-        for key in recipe_figures(info.path):
+        for key in info.figures:
             bases.setdefault(key, []).append(info.name)
     lines = []
     for fig in FIGURES.values():
