@@ -214,3 +214,27 @@ def test_the_files_touched_before_a_walkthrough_are_as_many_as_it_says():
     assert counted  # the permutation kinds' walkthrough states one
     for paragraph, n in counted:
         assert len(set(py_paths(paragraph))) == n, paragraph
+
+
+# --------------------------------------------------------------------------------------------- the other docs
+
+def test_every_error_the_docs_name_is_the_packages_and_raised():
+    """An exception class a document names in code (`ReplicaCheckMissingError`) is defined in the package and
+    raised somewhere in it (or a builtin)."""
+    import builtins
+    docs = [ROOT / 'README.md', ROOT / 'train_recipes' / 'README.md', *sorted((ROOT / 'docs').glob('*.md'))]
+    named = {m for d in docs for m in re.findall(r'`(?:[\w.]+\.)?(\w+Error)`', d.read_text(encoding='utf-8'))}
+    assert 'ReplicaCheckMissingError' in named
+    sources = [(PACKAGE / m).read_text(encoding='utf-8') for m in MODULES]
+    defined = {n.name for s in sources for n in ast.walk(ast.parse(s)) if isinstance(n, ast.ClassDef)}
+    raised = {name for s in sources for name in re.findall(r'raise (\w+Error)\b', s)}
+    unknown = sorted(n for n in named if n not in defined and not hasattr(builtins, n))
+    never_raised = sorted(n for n in named & defined if n not in raised and not any(
+        re.search(rf'class \w+\({n}\b', s) for s in sources))  # a base class is raised through its subclasses
+    assert (unknown, never_raised) == ([], [])
+
+
+def test_training_md_states_the_replica_checks_default_timeout():
+    from timm_pkmixer.distributed.replicas import DEFAULT_TIMEOUT_S
+    text = ' '.join((ROOT / 'docs' / 'training.md').read_text(encoding='utf-8').split())
+    assert f'`ReplicaCheckTimeoutError` after `timeout` ({DEFAULT_TIMEOUT_S:g} s)' in text
