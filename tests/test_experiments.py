@@ -85,26 +85,6 @@ def test_fig6_points_have_no_sw_mlp_arm(ds, omega, depth):
         assert (s.dim, s.num_tokens) in CIFAR_SWEEP_PAIRS[omega]
 
 
-def test_fig4_left_is_c1_c2_for_both_arms():
-    plan = plan_sweep('cifar10/mixer_fig2_fig4')
-    assert plan.figure.key == 'fig4' and plan.seeds == [0, 1, 2, 3] and plan.differs == []  # C.2: four seeds
-    base = load_recipe(resolve_recipe('cifar10/mixer_fig2_fig4'))
-    assert (base['batch_size'], base['epochs'], base['lr'], base['aa'], base['opt'], base['sched']) == \
-        (128, 600, 0.01, 'original', 'adamw', 'cosine')  # C.1
-    mixers = [p for p in plan.points if not p.model.startswith('sw_')]
-    assert [p.model_kwargs['num_tokens'] for p in mixers] == [360, 252, 203, 173, 152, 136, 124, 113, 104, 96,
-                                                              89, 83, 64]  # C.2, as printed; normal only
-    for p in mixers:
-        s = summarize(p.model, **p.model_kwargs)
-        assert (s.depth, s.gamma_tokens, s.gamma_channels) == (3, pytest.approx(2, rel=0.02), 2)  # C.1: L = 3, γ = 2
-        assert p.model_kwargs['patch_size'] == 4
-    sw = [summarize(p.model, **p.model_kwargs) for p in plan.points if p.model.startswith('sw_')]
-    assert [s.depth for s in sw] == [6] * 13  # C.1: the 3 token and 3 channel MLPs
-    assert [s.hidden for s in sw] == [2 * p.model_kwargs['num_tokens'] * p.model_kwargs['embed_dim']
-                                      for p in mixers]  # γm at each Mixer's m = S·C, up to 8192 as Fig. 4
-    assert all(s.omega == pytest.approx(2 ** 19, rel=0.01) for s in sw)
-
-
 def test_fig_s5_stl10_and_fig_s6_are_their_captions():
     plan = plan_sweep('stl10/s_mixer_fig7', 'patch')
     assert plan.figure.key == 'figS5-stl10' and plan.seeds == [0, 1, 2, 3, 4]  # D.6: five trials
