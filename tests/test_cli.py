@@ -47,6 +47,7 @@ def files(files, rp_checkpoint):
     return files
 
 
+@pytest.mark.slow  # summarizes every registered model: 23 s on this busy 2-core machine
 def test_models_table_plain_for_a_model_and_the_readme_copy_of_every_model(tmp_path, cli):
     """The whole table is built once: `--update` on a stale copy of the README, which must then be the README (and
     lists every registered model); the plain layout is checked on one model, through the console script."""

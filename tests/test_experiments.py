@@ -96,6 +96,7 @@ def test_fig_s5_stl10_and_fig_s6_are_their_captions():
     assert not [p for p in s6.points if p.model.startswith('sw_')]
 
 
+@pytest.mark.slow  # plans every figure of every packaged recipe: 24 s on this busy 2-core machine
 def test_every_setting_has_a_source_and_packaged_recipes_agree_with_their_figures():
     for info in list_recipes():
         for key in info.figures:
@@ -264,6 +265,7 @@ def _digits(root):
     return root
 
 
+@pytest.mark.slow  # eight runs of the stand-in train.py, then the report: 109 s on this busy 2-core machine
 def test_sweep_train_report_end_to_end(tmp_path):
     """sweep (rp-block, 2 blocks) → `pkmixer train` for every recipe → report, on the 8×8 digits. Uses timm's
     real train.py when TIMM_TRAIN_PY is set, the stand-in otherwise (CI has no train.py)."""

@@ -363,6 +363,7 @@ def test_a_fifo_in_place_of_a_record_or_log_is_named_not_waited_on(sweep, which)
 
 # ------------------------------------------------------------------------------------------------- the reader
 
+@pytest.mark.slow  # two launches of real runs: 28 s on this busy 2-core machine
 def test_progress_on_stderr_and_a_closed_stdout_stops_no_run(tmp_path, data):
     """`pkmixer launch DIR | head -1` with the reader gone at once: every start and end is said on stderr with its
     log; the runs still training when the first result cannot be written go on, and end recorded."""

@@ -158,6 +158,7 @@ def test_unknown_recipe_key_stops_the_launch(stub, cli, launch_env):
     assert not (out / 'rank0.json').exists()
 
 
+@pytest.mark.slow  # torchrun with two processes: 20 s on this busy 2-core machine
 def test_train_works_as_a_torchrun_entry(stub):
     train_py, recipe, out = stub
     proc = pkmixer('--standalone', '--nproc_per_node=2', '-m', 'timm_pkmixer', 'train', '--train-py', train_py,
