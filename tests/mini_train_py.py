@@ -1,12 +1,20 @@
-"""A small stand-in for timm's train.py, for CI: timm's train.py is not in the timm wheel nor its sdist, and CI
-cannot download it. It has train.py's interface where `pkmixer train` and `pkmixer report` meet it — the two
-parsers (``config_parser`` with ``--config``, ``parser``), ``_parse_args()``, ``main()``, and the outputs
-``<output>/<experiment>/args.yaml``, ``summary.csv`` written by timm's own ``update_summary`` and ``last.pth.tar``
-(``--resume`` continues from it, as train.py's does), W&B logging as train.py starts it (``--log-wandb``) — and
-trains for real with timm's dataset, loader, optimizer and scheduler factories. With ``TIMM_TRAIN_PY`` set, the tests
-that use it run the real train.py instead."""
+"""The stand-in for timm's train.py, for CI: timm's train.py is not in the timm wheel nor its sdist, and CI cannot
+download it. It has train.py's interface where `pkmixer train`, `pkmixer launch` and `pkmixer report` meet it — the
+two parsers (``config_parser`` with ``--config``, ``parser``), ``_parse_args()``, ``main()``, train.py's defaults
+(``--opt sgd``, ``--epochs 300``, ``--device cuda``, ``-j 4``), and the outputs ``<output>/<experiment>/args.yaml``,
+``summary.csv`` written by timm's own ``update_summary`` and ``last.pth.tar`` (``--resume`` continues from it, as
+train.py's does), W&B logging as train.py starts it (``--log-wandb``) — and trains for real with timm's dataset,
+loader, optimizer and scheduler factories. With ``TIMM_TRAIN_PY`` set, the tests that use it run the real train.py
+instead.
+
+Stand-in only: ``--out DIR`` trains nothing and records what it was given in ``DIR/rank<RANK>.json`` (and, from rank
+0, ``DIR/record.json``): its argv, the parsed values, whether timm knows the model, and its CPU threads
+(`tests/test_train_command.py`); ``--fail`` raises inside training; ``--stop-after-epochs`` stops as if killed and
+``--epoch-sleep`` waits after each epoch (`pkmixer launch`'s tests)."""
 import argparse
+import json
 import os
+import sys
 import time
 
 import torch
@@ -26,14 +34,14 @@ parser.add_argument('--num-classes', type=int, default=None)
 parser.add_argument('--img-size', type=int, default=None)
 parser.add_argument('-b', '--batch-size', type=int, default=128)
 parser.add_argument('--grad-accum-steps', type=int, default=1)
-parser.add_argument('--opt', default='adamw')
+parser.add_argument('--opt', default='sgd')
 parser.add_argument('--lr', type=float, default=None)
 parser.add_argument('--lr-base', type=float, default=0.1)
 parser.add_argument('--lr-base-size', type=int, default=256)
 parser.add_argument('--lr-base-scale', type=str, default='')
-parser.add_argument('--weight-decay', type=float, default=0.05)
+parser.add_argument('--weight-decay', type=float, default=2e-5)
 parser.add_argument('--sched', default='cosine')
-parser.add_argument('--epochs', type=int, default=2)
+parser.add_argument('--epochs', type=int, default=300)
 parser.add_argument('--cooldown-epochs', type=int, default=0)
 parser.add_argument('--warmup-epochs', type=int, default=0)
 parser.add_argument('--seed', type=int, default=42)
@@ -46,6 +54,12 @@ parser.add_argument('--log-wandb', action='store_true', default=False)
 parser.add_argument('--wandb-project', default=None, type=str)
 parser.add_argument('--wandb-tags', default=[], type=str, nargs='+')
 parser.add_argument('--wandb-resume-id', default='', type=str)
+parser.add_argument('--pretrained', action='store_true')
+parser.add_argument('--input-size', default=None, nargs=3, type=int)
+parser.add_argument('--in-chans', type=int, default=None)
+parser.add_argument('--crop-pct', type=float, default=None)
+parser.add_argument('--out', default='', help='stand-in only: record what was given in this folder, train nothing')
+parser.add_argument('--fail', action='store_true', help='stand-in only: raise inside training')
 parser.add_argument('--stop-after-epochs', type=int, default=None, help='stand-in only: simulate a killed run')
 parser.add_argument('--epoch-sleep', type=float, default=0., help='stand-in only: seconds to wait after each epoch')
 
@@ -59,12 +73,29 @@ def _parse_args():
     return args, yaml.safe_dump(args.__dict__, default_flow_style=False)
 
 
+def record(args: argparse.Namespace) -> None:
+    """What this process was given, in ``<--out>/rank<RANK>.json`` (and ``record.json`` from rank 0)."""
+    import timm
+    rank = os.environ.get('RANK', '0')
+    given = dict(argv=sys.argv, batch_size=args.batch_size, grad_accum_steps=args.grad_accum_steps,
+                 img_size=args.img_size, input_size=args.input_size, lr=args.lr, model=args.model,
+                 model_kwargs=args.model_kwargs, registered=args.model in timm.list_models(),
+                 threads=torch.get_num_threads(), omp=os.environ.get('OMP_NUM_THREADS'))
+    for name in [f'rank{rank}.json'] + (['record.json'] if rank == '0' else []):
+        with open(os.path.join(args.out, name), 'w') as f:
+            json.dump(given, f)
+
+
 def main():
     import timm
     from timm.data import create_dataset, create_loader, resolve_data_config
     from timm.optim import create_optimizer_v2
     from timm.scheduler import create_scheduler_v2
     args, args_text = _parse_args()
+    if args.fail:
+        raise ValueError('boom inside training')
+    if args.out:
+        return record(args)
     # as timm's init_distributed_device: train.py's default device is cuda
     assert not args.device.startswith('cuda') or torch.cuda.is_available(), \
         'CUDA is not available but cuda was specified.'

@@ -395,6 +395,7 @@ def test_cli_cka_and_spectra_on_checkpoints(capsys, tmp_path):
     assert len(table) == 12 and table[0]['layer'] == 'blocks.0.mlp_tokens.fc1' and table[0]['copies'] == '16'
 
 
+@pytest.mark.slow  # singular values of 2 × 4 trials of 256-wide matrices, by two sources: 25 s here
 def test_fig4_sampled_and_layer_sources_agree():
     """The direct sparse draw and the package's MaskedLinear are the same distribution (m = 256, p = 1/8)."""
     sampled = fig4_spectra(omega=2 ** 14, dims=[8], tokens=[32], trials=4)[0]

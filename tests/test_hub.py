@@ -327,6 +327,7 @@ def test_pretrained_tags_mirror_timms_mixer_weights():
     assert summarize('pk_mixer_l16_224').row()['weights'] == '2 tags'
 
 
+@pytest.mark.slow  # Mixer-B/16 (the model with timm's Hub weights) in a fresh interpreter: 26 s here
 def test_timm_hub_weights_load_into_pk_mixer_b16(tmp_path):
     """A locally written copy of timm/mixer_b16_224.goog_in21k_ft_in1k (timm's own save_for_hf format) in an
     offline Hub cache: `pk_mixer_b16_224` with pretrained=True (its default tag) gives timm's logits."""

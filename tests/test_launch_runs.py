@@ -102,6 +102,44 @@ def _args_yaml(run_dir: Path) -> dict:
     return yaml.safe_load((run_dir / 'args.yaml').read_text())
 
 
+# ------------------------------------------------------------------------------------------------- how runs ended
+
+class _Unseen:
+    """A batch that reports every task's end with no exit status (as a SLURM task cancelled or killed does)."""
+    job = None
+
+    def __init__(self, tasks):
+        self.tasks = tasks
+
+    def wait(self, on_end):
+        for task in self.tasks:
+            on_end(task, None)
+
+    def stop(self):
+        pass
+
+
+@pytest.mark.parametrize('record, detail', [
+    (dict(job='42_0', state='running'), 'SLURM job 42_0 ended with no exit status recorded'),
+    (dict(job='42_1', state='queued'), 'SLURM job 42_1 ended before the run started with no exit status recorded'),
+    (dict(job=None, state='running'), 'its task ended with no exit status recorded'),
+])
+def test_a_run_ended_with_no_exit_status_is_said_as_such_not_guessed(sweep, record, detail):
+    """The launcher says what it knows of a task whose end no exit status reached: its job and whether it had
+    started, not a guess ("cancelled?")."""
+    from timm_pkmixer.launch.launcher import LaunchResult, _start_and_wait
+    from timm_pkmixer.launch.records import write_record
+    from timm_pkmixer.launch.tasks import Task, default_run_dir
+    recipe = sweep / 'a.yaml'
+    task = Task('a', str(recipe), str(default_run_dir(recipe)), (), str(sweep / 'launch'), 'slurm')
+    write_record(sweep / 'launch', 'a', executor='slurm', **record)
+    executor = type('Unseen', (), dict(start=lambda self, todo: _Unseen(todo)))()
+    result, said = LaunchResult([task], {}), []
+    _start_and_wait(sweep, executor, [task], result, True, None, said.append)
+    assert [(s.name, s.state, s.detail) for s in result.ended] == [('a', 'finished', detail)]
+    assert said[-1].startswith(f'[pkmixer launch] ended a: finished ({detail}) (log ')
+
+
 # ------------------------------------------------------------------------------------------------- train.py arguments
 
 def test_a_relaunch_reuses_the_recorded_train_args_and_refuses_others(sweep, data, cli):
@@ -325,6 +363,7 @@ def test_a_fifo_in_place_of_a_record_or_log_is_named_not_waited_on(sweep, which)
 
 # ------------------------------------------------------------------------------------------------- the reader
 
+@pytest.mark.slow  # two launches of real runs: 28 s on this busy 2-core machine
 def test_progress_on_stderr_and_a_closed_stdout_stops_no_run(tmp_path, data):
     """`pkmixer launch DIR | head -1` with the reader gone at once: every start and end is said on stderr with its
     log; the runs still training when the first result cannot be written go on, and end recorded."""

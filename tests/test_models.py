@@ -20,15 +20,16 @@ def _perms(model):
     return [m for m in model.modules() if isinstance(m, FixedPermutation)]
 
 
-def test_timm_mixer_weights_load_into_pk_mixer_b16(tmp_path):
-    """The normal PK Mixer *is* timm's Mixer: same state dict, same logits."""
-    ref = timm.create_model('mixer_b16_224').eval()
+def test_timm_mixer_weights_load_into_pk_mixer_s16(tmp_path):
+    """The normal PK Mixer *is* timm's Mixer: same state dict, same logits (Mixer-S/16: B/16 is the same code at
+    four times the size)."""
+    ref = timm.create_model('mixer_s16_224').eval()
     with torch.no_grad():  # non-trivial biases and norms, so every parameter matters
         for p in ref.parameters():
             p.add_(torch.randn_like(p) * 0.02)
-    path = tmp_path / 'mixer_b16_224.safetensors'
+    path = tmp_path / 'mixer_s16_224.safetensors'
     save_file(ref.state_dict(), str(path))
-    model = timm.create_model('pk_mixer_b16_224', pretrained=True, pretrained_cfg_overlay=dict(file=str(path))).eval()
+    model = timm.create_model('pk_mixer_s16_224', pretrained=True, pretrained_cfg_overlay=dict(file=str(path))).eval()
     x = torch.randn(2, 3, 224, 224)
     with torch.no_grad():
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-5)

@@ -13,7 +13,17 @@ import yaml
 
 from timm_pkmixer.catalog import summarize
 from timm_pkmixer.errors import InvalidArgumentError
-from timm_pkmixer.experiments.recipes import check_recipe_keys, load_recipe, resolve_batch_and_lr
+from timm_pkmixer.experiments.recipes import (
+    RecipeComments,
+    RecipeError,
+    check_recipe_keys,
+    comment_line,
+    list_recipes,
+    load_recipe,
+    parse_recipe_comments,
+    read_recipe_comments,
+    resolve_batch_and_lr,
+)
 from timm_pkmixer.experiments.sweep_plan import experiment_points
 from timm_pkmixer.experiments.sweep_tables import CIFAR_SWEEP_PAIRS, IMAGENET_SWEEP_OMEGA
 from timm_pkmixer.experiments.sweep_write import write_sweep
@@ -51,6 +61,44 @@ def test_every_recipe_key_is_a_train_py_argument(path):
 def test_unknown_recipe_key_is_refused_by_name():
     with pytest.raises(ValueError, match=r"\['learning_rate'\] are not arguments of train.py"):
         check_recipe_keys({'lr': 1.0, 'learning_rate': 1.0}, train_py_dests(), 'bad.yaml')
+
+
+# ---------------------------------------------------------------------------------------------- comment metadata
+
+def test_recipe_comments_are_read_as_a_record():
+    text = ('# paper: C.6, Fig. 7 (depth)\n#figure:  fig7 \n# figure: figS4\n# wandb group: fig7\n'
+            '# a figure: fig5 is prose, not a key\nmodel: s_mixer_s64c64_32\n')
+    assert parse_recipe_comments(text) == RecipeComments(paper='C.6, Fig. 7 (depth)', figures=('fig7', 'figS4'),
+                                                         wandb_group='fig7')
+    assert parse_recipe_comments('model: x\n') == RecipeComments(paper='', figures=(), wandb_group=None)
+    written = comment_line('paper', 'C.1') + comment_line('figure', 'fig2') + comment_line('wandb group', 'g')
+    assert parse_recipe_comments(written) == RecipeComments('C.1', ('fig2',), 'g')
+    with pytest.raises(ValueError, match="'figures' is not a recipe comment key"):
+        comment_line('figures', 'fig2')
+
+
+@pytest.mark.parametrize('text,message', [
+    ('# paper: C.1\nmodel: x\n# paper: C.2\n', 'r.yaml, line 3: a second `# paper:` line (the first is line 1); '
+                                                 'a recipe has one'),
+    ('# wandb group: a\n# wandb group: a\n', 'r.yaml, line 2: a second `# wandb group:` line (the first is line 1)'),
+    ('# figure: fig7\n# figure: figS4\n# figure: fig7\n', 'r.yaml, line 3: `# figure: fig7` again (first on line 1)'),
+    ('# figure: fig99\n', 'r.yaml, line 1: `# figure: fig99` names no figure (known: fig4, fig5, '),
+    ('# figure: fig5 fig7\n', "r.yaml, line 1: `# figure: fig5 fig7` names no figure"),
+    ('# paper:\n', 'r.yaml, line 1: `# paper:` has no value'),
+])
+def test_recipe_comments_refuse_a_repeated_key_by_name(text, message):
+    with pytest.raises(RecipeError) as e:
+        parse_recipe_comments(text, 'r.yaml')
+    assert str(e.value).startswith(message)
+
+
+@pytest.mark.parametrize('path', ALL_RECIPES, ids=lambda p: f'{p.parent.name}/{p.name}')
+def test_every_packaged_recipe_comments_parse(path):
+    comments = read_recipe_comments(path)
+    assert comments.paper  # every recipe names its place in the paper
+    assert comments.wandb_group is None  # only a sweep's recipes name a W&B group
+    info = next(i for i in list_recipes() if i.path == path)
+    assert (info.section, info.figures) == (comments.paper, comments.figures)
 
 
 def test_load_recipe_refuses_a_non_mapping(tmp_path):

@@ -23,7 +23,7 @@ import sys
 assert "torch" not in sys.modules and "timm" not in sys.modules, "startup hook imported torch/timm"
 assert "_timm_pkmixer_autoload" in sys.modules, "startup hook did not run"
 import timm
-m = timm.create_model("rp_mixer_b_w")
+m = timm.create_model("s_mixer_rp_s64c64_32")  # a small RP model: Mixer-B-W proves nothing more
 ours = [n for n in timm.list_models() if timm.models.model_entrypoint(n).__module__.startswith("timm_pkmixer.")]
 print(type(m).__module__, *ours)
 '''

@@ -277,6 +277,7 @@ def _digits(root):
     return root
 
 
+@pytest.mark.slow  # a run of the stand-in train.py killed and resumed: 20-38 s on this busy 2-core machine
 def test_a_run_resumed_into_its_folder_is_one_finished_run(tmp_path):
     """train.py run for 2 epochs, then resumed from its last checkpoint for a third (header written again); the
     stand-in (no --resume) is stopped after one epoch and restarted into the same folder."""

@@ -1,4 +1,5 @@
-"""`pkmixer width`, `pkmixer plot`, the effective weights of real layers and the width-trend benchmark."""
+"""`pkmixer plot`, the effective weights of real layers and the width-trend benchmark (`pkmixer width`: in
+test_width.py)."""
 import csv
 import json
 import os
@@ -14,12 +15,10 @@ from PIL import Image
 
 from timm_pkmixer.analysis import fig_s9_weights, paper_vec_order, pk_effective_weight
 from timm_pkmixer.analysis.width_figures import width_curve_data
-from timm_pkmixer.catalog import list_pkmixer_models, models_near_omega, summarize
 from timm_pkmixer.cli import main
-from timm_pkmixer.description import describe_mixer
 from timm_pkmixer.experiments.figures import group_runs, read_summary, run_label
 from timm_pkmixer.layers import make_pk_mlp
-from timm_pkmixer.width import gamma_for_omega, mixer_omega, optimal_width, patch_sweep, width_curve
+from timm_pkmixer.width import optimal_width
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OMEGA_B = 290217984  # C.5: Ω of Mixer-B/16 with γ = 4
@@ -37,121 +36,6 @@ def png_size(path) -> tuple:
     with Image.open(path) as img:
         assert img.format == 'PNG'
         return img.size
-
-
-# ---------------------------------------------------------------------------------------------- width numbers
-
-@pytest.mark.parametrize('omega,dims,pairs', [
-    (2 ** 18, [16, 32, 48], [(16, 173), (32, 113), (48, 83), (83, 48), (113, 32), (173, 16)]),
-    (2 ** 21, [16, 32, 64], [(16, 504), (32, 346), (64, 226), (226, 64), (346, 32), (504, 16)]),
-    (2 ** 27, [128, 256], [(128, 1386), (256, 904), (904, 256), (1386, 128)]),
-])
-def test_mirrored_curve_is_the_c4_pairs(omega, dims, pairs):
-    assert [(pt.dim, pt.num_tokens) for pt in width_curve(omega, 1, dims, mirror=True)] == pairs
-
-
-def test_default_curve_is_symmetric_and_peaks_at_the_optimum():
-    points = width_curve(2 ** 18)
-    cs = [(pt.dim, pt.num_tokens) for pt in points]
-    assert (64, 64) in cs and (16, 173) in cs and (173, 16) in cs and (32, 113) in cs
-    assert sorted(cs) == sorted((s, c) for c, s in cs)
-    assert max(points, key=lambda pt: pt.width).dim == 64 and max(pt.width for pt in points) == 4096
-
-
-def test_patch_sweep_and_gamma():
-    sweep = patch_sweep(OMEGA_B, 4, [7, 8, 14, 16, 28, 32])
-    assert [pt.dim for pt in sweep] == [147, 192, 588, 768, 2352, 3072]  # C = 3P²
-    b16 = sweep[3]
-    assert (b16.patch, b16.num_tokens, b16.width, b16.omega) == (16, 196, 150528, OMEGA_B)
-    for pt in sweep:  # S is the integer nearest the root of eq. S.44, so Ω is within one token step of the target
-        assert abs(pt.omega / OMEGA_B - 1) < 0.025
-    assert round(gamma_for_omega(256, 588, OMEGA_B), 2) == 4.57  # Mixer-B-W (C.3)
-    assert mixer_omega(256, 588, gamma_for_omega(256, 588, OMEGA_B)) == pytest.approx(OMEGA_B)
-    assert sweep[2].density == pytest.approx(describe_mixer(283, 588, 8, None, None).density)
-    with pytest.raises(ValueError, match='patch size P'):
-        patch_sweep(OMEGA_B, 4, [0])
-
-
-def test_model_width_reads_the_models():
-    bw = summarize('pk_mixer_b_w')
-    model = timm.create_model('pk_mixer_b_w', device='meta')
-    assert (bw.num_tokens, bw.dim, bw.width, bw.omega) == (256, 588, 150528, model.describe().omega)
-    assert bw.params == sum(p.numel() for p in model.parameters()) and bw.family == 'MLP-Mixer'
-    assert round(bw.gamma, 2) == 4.57
-    sw = summarize('sw_mlp_o18_32')
-    assert (sw.width, sw.density, sw.dim, sw.width_fraction) == (724, 0.5, None, None)
-    for omega, members in ((2 ** 18, {'s_mixer_s64c64_32', 's_mixer_rp_s64c64_32'}),
-                           (OMEGA_B, {'pk_mixer_b_w', 'rp_mixer_b_w'})):
-        near = [m.name for m in models_near_omega(omega)]
-        assert near == sorted(near) and members <= set(near)
-        for name in list_pkmixer_models():  # exactly the registry's Mixers within 5 % of Ω
-            d = timm.create_model(name, device='meta').describe()
-            assert (name in near) == (d.dim is not None and abs(d.omega / omega - 1) <= 0.05), name
-    with pytest.raises(ValueError, match="unknown model 'mixer_b16_224'"):
-        summarize('mixer_b16_224')
-
-
-# ---------------------------------------------------------------------------------------------- pkmixer width
-
-def test_width_cli_optimum_and_table(capsys):
-    code, out, _ = run_cli(capsys, 'width', '--omega', str(OMEGA_B), '--gamma', '4')
-    assert code == 0
-    assert 'C* = S* = (Ω/γ)^(1/3) = 417.08' in out and 'max m = (Ω/γ)^(2/3) = 173957' in out
-    rows = [line.split() for line in out.splitlines()[3:]]
-    assert ['-', '417', '417', '173889'] == rows[len(rows) // 2][:4]
-
-    code, out, _ = run_cli(capsys, 'width', '--omega', str(OMEGA_B), '--gamma', '4', '--json')
-    report = json.loads(out)
-    assert round(report['optimum']['C']) == 417 and report['optimum']['m'] == pytest.approx(417.0807 ** 2, rel=1e-5)
-
-
-def test_width_cli_patch_sweep(capsys):
-    code, out, _ = run_cli(capsys, 'width', '--omega', str(OMEGA_B), '--gamma', '4', '--patch', '7', '8', '14', '16',
-                           '28', '32', '--json')
-    points = json.loads(out)['points']
-    assert [(p['P'], p['C']) for p in points] == [(7, 147), (8, 192), (14, 588), (16, 768), (28, 2352), (32, 3072)]
-    assert points[3]['S'] == 196 and points[3]['omega'] == OMEGA_B
-    assert points == [dict(pt.as_dict(), width_fraction=pt.width / optimal_width(OMEGA_B, 4)[1])
-                      for pt in patch_sweep(OMEGA_B, 4, [7, 8, 14, 16, 28, 32])]  # one implementation
-
-
-def test_width_cli_solves_gamma_and_omega(capsys):
-    code, out, _ = run_cli(capsys, 'width', '--S', '256', '--C', '588', '--omega', str(OMEGA_B))
-    assert code == 0 and 'γ = 4.56872 (solved from Ω, S, C by eq. 14)' in out
-    code, out, _ = run_cli(capsys, 'width', '--S', '64', '--C', '64', '--json')
-    report = json.loads(out)
-    assert report['omega'] == 2 ** 18 and report['points'][0]['width_fraction'] == pytest.approx(1.0)
-
-
-def test_width_cli_c4_pairs_text(capsys):
-    code, out, _ = run_cli(capsys, 'width', '--omega', '262144', '--C', '16', '32', '48', '--mirror')
-    table = [line.split()[1:3] for line in out.splitlines()[3:]]
-    assert table == [['16', '173'], ['32', '113'], ['48', '83'], ['83', '48'], ['113', '32'], ['173', '16']]
-
-
-def test_width_cli_model(capsys):
-    code, out, _ = run_cli(capsys, 'width', '--model', 's_mixer_s64c64_32', 'sw_mlp_o18_32', '--json')
-    a, b = json.loads(out)['models']
-    n_params = sum(p.numel() for p in timm.create_model('s_mixer_s64c64_32', device='meta').parameters())
-    assert (a['omega'], a['width'], a['density'], a['params']) == (2 ** 18, 4096, 1 / 64, n_params)
-    assert a['width_fraction'] == pytest.approx(1.0)
-    assert (b['omega'], b['width'], b['density']) == (0.5 * 724 ** 2, 724, 0.5)
-    code, out, _ = run_cli(capsys, 'width', '--model', 'pk_mixer_b_w')
-    assert 'Ω = 290293248 connections per layer (γ = 4.57 by eq. 14)' in out and 'm = S·C = 150528' in out
-
-
-@pytest.mark.parametrize('argv,message', [
-    (['--S', '3'], '--S needs exactly one --C'),
-    (['--S', '3', '--C', '4', '--omega', '10', '--gamma', '2'], 'not both'),
-    (['--gamma', '4'], 'give --omega'),
-    (['--omega', '100', '--C', '4', '--patch', '2'], 'give --C or --patch, not both'),
-    (['--model', 'pk_mixer_b_w', '--omega', '5'], '--model cannot be combined'),
-    (['--model', 'nope'], "unknown model 'nope'"),
-    (['--omega', '-1'], 'omega must be positive'),
-])
-def test_width_cli_errors(capsys, argv, message):
-    code, out, err = run_cli(capsys, 'width', *argv)
-    assert code == 2 and out == '' and message in err
 
 
 # ---------------------------------------------------------------------------------------------- effective weights

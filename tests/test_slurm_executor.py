@@ -103,13 +103,77 @@ def test_gpus_must_be_devices_of_this_machine(tmp_path, capsys):
     _recipe(tmp_path, 'a', tmp_path)
     rc, _, err = _launch(capsys, tmp_path, '--gpus', str(count))  # device 0 where there is none
     if count == 0:
-        expected = ('--gpus: this machine has no CUDA device (torch.cuda.device_count() == 0); run on the CPU without '
-                    '--gpus')
+        expected = ('--gpus: this machine has no CUDA device (torch.cuda.device_count() == 0); leave it out to run on '
+                    'the CPU')
     else:
         has = 'one CUDA device (index 0' if count == 1 else f'{count} CUDA devices (indices 0 to {count - 1}'
         expected = f'--gpus: device {count} is not on this machine, which has {has}; torch.cuda.device_count() == ' \
                    f'{count})'
     assert (rc, err.strip()) == (2, f'pkmixer launch: error: {expected}')
+
+
+def _executables(folder: Path, *names: str) -> str:
+    """A folder of stand-in executables `names` (each exits 0), for a PATH that has them and nothing else."""
+    folder.mkdir()
+    for name in names:
+        (folder / name).write_text('#!/bin/sh\nexit 0\n')
+        (folder / name).chmod(0o755)
+    return str(folder)
+
+
+NO_SBATCH_TAIL = ("Run this on a machine where SLURM's client commands are (a cluster's login node; `module load "
+                  "slurm` on some), install them (Debian/Ubuntu: `apt-get install slurm-client`, with the cluster's "
+                  "slurm.conf and munge key), or run on this machine with ")
+
+
+def test_slurm_executor_errors_name_the_argument_and_the_command_its_flag(tmp_path, capsys, monkeypatch):
+    """The library says `executor='slurm'`; `pkmixer launch` says `--executor slurm` (cli._common.in_flag_terms)."""
+    from timm_pkmixer.launch.errors import LaunchError
+    _recipe(tmp_path / 'sweep', 'a', tmp_path)
+    monkeypatch.setenv('PATH', _executables(tmp_path / 'bin'))  # no sbatch
+    with pytest.raises(LaunchError) as e:
+        SlurmExecutor().check()
+    assert str(e.value) == "executor='slurm': there is no `sbatch` on PATH. " + NO_SBATCH_TAIL + "executor='local'"
+    rc, _, err = _launch(capsys, tmp_path / 'sweep', '--executor', 'slurm')
+    assert (rc, err.strip()) == (2, 'pkmixer launch: error: --executor slurm: there is no `sbatch` on PATH. '
+                                    + NO_SBATCH_TAIL + '--executor local')
+    monkeypatch.setenv('PATH', _executables(tmp_path / 'slurm_bin', 'sbatch', 'srun'))
+    monkeypatch.setitem(sys.modules, 'submitit', None)  # not installed
+    with pytest.raises(LaunchError) as e:
+        SlurmExecutor().check()
+    assert str(e.value) == ("executor='slurm' needs submitit: pip install submitit (or, in a checkout of "
+                            "timm-pkmixer, pip install '.[cluster]')")
+    rc, _, err = _launch(capsys, tmp_path / 'sweep', '--executor', 'slurm')
+    assert (rc, err.strip()) == (2, "pkmixer launch: error: --executor slurm needs submitit: pip install submitit (or, "
+                                    "in a checkout of timm-pkmixer, pip install '.[cluster]')")
+    assert not (tmp_path / 'sweep' / 'launch').exists()  # refused before anything is written
+
+
+# flags a library error of the launch wing may name: another program's, in a sentence that says which program
+_OTHER_PROGRAMS_FLAGS = {('slurm.py', '--test-only'),   # sbatch --test-only
+                         ('tasks.py', '--out-dir')}     # `pkmixer sweep … --out-dir DIR`, which writes recipes
+
+
+def test_launch_errors_name_arguments_not_flags():
+    """A raise under launch/ names the library's argument (`gpus`, `executor='slurm'`), never a command's flag
+    (`--gpus`): the command translates (cli._common.in_flag_terms)."""
+    import ast
+    package = Path(__file__).resolve().parent.parent / 'timm_pkmixer' / 'launch'
+    worded_as_flags = []
+    for path in sorted(package.glob('*.py')):
+        text = path.read_text(encoding='utf-8')
+        constants = {t.id: v for t, v in ((n.targets[0], n.value) for n in ast.parse(text).body
+                                          if isinstance(n, ast.Assign) and len(n.targets) == 1)
+                     if isinstance(t, ast.Name)}
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                said = ast.get_source_segment(text, node)
+                said += ''.join(ast.get_source_segment(text, constants[n.id]) for n in ast.walk(node.exc)
+                                if isinstance(n, ast.Name) and n.id in constants)  # a message kept in a constant
+                for flag in re.findall(r'(?<![\w-])--[a-z][\w-]*', said):
+                    if (path.name, flag) not in _OTHER_PROGRAMS_FLAGS:
+                        worded_as_flags.append(f'{path.name}:{node.lineno}: {flag}')
+    assert worded_as_flags == []
 
 
 @pytest.mark.parametrize('record, detail', [

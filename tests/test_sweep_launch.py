@@ -95,6 +95,7 @@ def _attempts(folder: Path, name: str) -> int:
 
 # ------------------------------------------------------------------------------------------------- local
 
+@pytest.mark.slow  # five runs of the stand-in train.py, two at once: 48 s on this busy 2-core machine
 def test_local_two_workers_finish_fail_resume_retry_and_skip(tmp_path, data, capsys):
     sweep = tmp_path / 'sweep'
     _recipe(sweep, 'a', data)
@@ -138,6 +139,7 @@ def test_local_two_workers_finish_fail_resume_retry_and_skip(tmp_path, data, cap
         'total 3: 0 pending, 0 running, 3 finished, 0 unfinished, 0 failed, 0 cancelled, 0 stale'
 
 
+@pytest.mark.slow  # a launch killed mid-run and a relaunch: 28 s on this busy 2-core machine
 def test_local_launcher_killed_then_relaunched_resumes(tmp_path, data, capsys):
     """--no-wait starts a background launcher; killing it (SIGTERM) stops its run after an epoch; the second launch
     of the folder meanwhile is refused; a relaunch resumes the run from its last.pth.tar."""
@@ -268,6 +270,7 @@ def _squeue(job: str) -> str:
     return subprocess.run(['squeue', '-h', '-r', '-j', job, '-o', '%i %T'], capture_output=True, text=True).stdout
 
 
+@pytest.mark.slow  # runs on the test cluster: 35 s on this busy 2-core machine
 def test_slurm_array_finishes_skips_resumes_cancelled_and_refuses_bad_partition(tmp_path, data, capsys, slurm,
                                                                                  monkeypatch):
     monkeypatch.setenv('SLURM_CONF', slurm)

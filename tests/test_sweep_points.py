@@ -11,8 +11,8 @@ import yaml
 
 from timm_pkmixer.cli import main as pkmixer
 from timm_pkmixer.errors import InvalidArgumentError
-from timm_pkmixer.experiments.recipes import list_recipes
-from timm_pkmixer.experiments.sweep_plan import plan_sweep, recipe_figures
+from timm_pkmixer.experiments.recipes import list_recipes, load_recipe, resolve_recipe
+from timm_pkmixer.experiments.sweep_plan import plan_sweep
 from timm_pkmixer.experiments.sweep_render import explain
 from timm_pkmixer.experiments.sweep_tables import CIFAR_SWEEP_PAIRS, EXPERIMENTS, FIGS6_DIMS, FIGURES
 from timm_pkmixer.experiments.sweep_write import write_sweep
@@ -68,12 +68,20 @@ def test_every_point_of_a_sweep_that_varies_s_has_the_skip_layer(tmp_path, recip
 # ---------------------------------------------------------------------------------------------- Fig. 4 (left)
 
 def test_fig4_pairs_an_sw_mlp_with_each_mixer_at_its_width_and_has_no_rp_arm(tmp_path):
+    plan = plan_sweep('cifar10/mixer_fig2_fig4')
+    assert plan.figure.key == 'fig4' and plan.seeds == [0, 1, 2, 3] and plan.differs == []  # C.2: four seeds
+    base = load_recipe(resolve_recipe('cifar10/mixer_fig2_fig4'))
+    assert (base['batch_size'], base['epochs'], base['lr'], base['aa'], base['opt'], base['sched']) == \
+        (128, 600, 0.01, 'original', 'adamw', 'cosine')  # C.1
     models = built(tmp_path, 'cifar10/mixer_fig2_fig4')
     mix = [m.describe() for _, m in mixers(models)]
     assert [(d.dim, d.num_tokens) for d in mix] == list(zip(
         (4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 64),
         (360, 252, 203, 173, 152, 136, 124, 113, 104, 96, 89, 83, 64)))  # C.2, as printed
     assert {d.permutation_label for d in mix} == {'normal'}  # Fig. 4 has no RP Mixers
+    for d in mix:
+        assert (d.depth, d.gamma_tokens, d.gamma_channels) == (3, pytest.approx(2, rel=0.02), 2)  # C.1: L = 3, γ = 2
+    assert {cfg['model_kwargs']['patch_size'] for cfg, _ in mixers(models)} == {4}
     sw = [m.describe() for _, m in sw_mlps(models)]
     assert [d.width for d in sw] == [d.num_tokens * d.dim for d in mix]  # m = S·C: C.2's same (C, S)
     for d in sw:
@@ -139,7 +147,7 @@ def test_fig_s7_s8_are_their_captions(tmp_path, figure, dims, training):
 # ---------------------------------------------------------------------------------------------- disagreements
 
 def _base_recipe(key):
-    return next(info.name for info in list_recipes() if key in recipe_figures(info.path))
+    return next(info.name for info in list_recipes() if key in info.figures)
 
 
 DISAGREEMENTS = [(f.key, d.key, r.name) for f in FIGURES.values() for d in f.disagreements for r in d.readings[1:]]

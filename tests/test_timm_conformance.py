@@ -55,6 +55,7 @@ def test_features_only_getter(name):
     torch.testing.assert_close(out, ref, rtol=0, atol=0)
 
 
+@pytest.mark.slow  # inductor compiles forward and backward: 12-33 s a model on this busy 2-core machine
 @pytest.mark.parametrize('name,kw', [
     ('rp_mixer_ss_w_32', dict(num_blocks=1)),
     ('s_mixer_rp_s64c64_32', dict(num_blocks=2)),
@@ -77,6 +78,7 @@ def test_torch_compile_fullgraph_matches_eager(name, kw):
         torch.testing.assert_close(grads[n], p.grad, rtol=1e-4, atol=1e-5, msg=n)
 
 
+@pytest.mark.slow  # torch.export of a 224 px model, then onnxruntime: 38 s on this busy 2-core machine
 @pytest.mark.parametrize('name', ['rp_mixer_s16_224', 'pk_mixer_s16_224'])
 def test_onnx_export_runs_in_onnxruntime(name, tmp_path):
     ort = pytest.importorskip('onnxruntime')

@@ -3,8 +3,8 @@ prints (batch, learning rate, input size, threads, device, workers), its options
 handed to train.py in order; and its refusals, each naming the argument or the file (a model, batch sizes, a file
 that is not train.py, an input size the model does not take, CUDA on a machine without it, torchrun variables).
 
-timm's train.py is not in the wheel, so these tests run the launcher against a stand-in with train.py's structure
-(``tests/stub_train_py.py``) that records what it was given, or one that trains for real (``tests/mini_train_py.py``).
+timm's train.py is not in the wheel, so these tests run the launcher against the stand-in with train.py's structure
+(``tests/mini_train_py.py``), which trains for real or, with ``--out DIR``, records what it was given.
 Set ``TIMM_TRAIN_PY`` to a real train.py to also check every ImageNet recipe and the fine-tuning recipe against it.
 """
 import json
@@ -20,10 +20,10 @@ from PIL import Image
 
 from timm_pkmixer.cli import main as cli_main
 
-from conftest import MINI_TRAIN_PY, ROOT, TESTS
+from conftest import MINI_TRAIN_PY, ROOT
 
 REAL_TRAIN_PY = os.environ.get('TIMM_TRAIN_PY')  # read before the fixture clears it
-STUB_TRAIN_PY = (TESTS / 'stub_train_py.py').read_text(encoding='utf-8')
+STUB_TRAIN_PY = MINI_TRAIN_PY.read_text(encoding='utf-8')  # written as the train.py a test launches
 
 RECIPE = textwrap.dedent('''
     model: rp_mixer_b_w
@@ -51,6 +51,9 @@ EXPANDED_CONFIG = {
                        'std': [0.5, 0.5, 0.5], 'num_classes': 10, 'pool_size': None, 'first_conv': 'stem.proj',
                        'classifier': 'head', 'license': 'apache-2.0'},
 }
+# what the recording stand-in's recipes add: train.py's data, device and loader keys (it reads no data; a CPU
+# device and no loader workers, so that `pkmixer train` adds no --device or --workers to what it hands on)
+STAND_IN_KEYS = 'data_dir: {data}\ndevice: cpu\nworkers: 0\n'
 # the packaged fine-tuning recipe's shape: another model's name and its 448 px input size
 FINETUNE_RECIPE = ('model: local-dir:pk_mixer_b16_448\npretrained: true\nnum_classes: 10\nimg_size: 448\n'
                    'crop_pct: 0.875\n')
@@ -61,7 +64,7 @@ def stub(tmp_path):
     train_py = tmp_path / 'train.py'
     train_py.write_text(STUB_TRAIN_PY)
     recipe = tmp_path / 'recipe.yaml'
-    recipe.write_text(RECIPE)
+    recipe.write_text(RECIPE + STAND_IN_KEYS.format(data=tmp_path))
     out = tmp_path / 'out'
     out.mkdir()
     return train_py, recipe, out
@@ -79,8 +82,8 @@ def files(files):
     """The working folder (conftest) with the stand-in train.py, a recipe, a fine-tuning recipe for another model,
     an expanded model's config.json, an out/ folder and two files that are not train.py."""
     (files / 'train.py').write_text(STUB_TRAIN_PY)
-    (files / 'recipe.yaml').write_text(SMALL_RECIPE)
-    (files / 'finetune.yaml').write_text(FINETUNE_RECIPE)
+    (files / 'recipe.yaml').write_text(SMALL_RECIPE + STAND_IN_KEYS.format(data=files))
+    (files / 'finetune.yaml').write_text(FINETUNE_RECIPE + STAND_IN_KEYS.format(data=files))
     (files / 'expanded').mkdir()
     (files / 'expanded' / 'config.json').write_text(json.dumps(EXPANDED_CONFIG))
     (files / 'out').mkdir()
@@ -155,6 +158,7 @@ def test_unknown_recipe_key_stops_the_launch(stub, cli, launch_env):
     assert not (out / 'rank0.json').exists()
 
 
+@pytest.mark.slow  # torchrun with two processes: 20 s on this busy 2-core machine
 def test_train_works_as_a_torchrun_entry(stub):
     train_py, recipe, out = stub
     proc = pkmixer('--standalone', '--nproc_per_node=2', '-m', 'timm_pkmixer', 'train', '--train-py', train_py,

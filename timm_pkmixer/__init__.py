@@ -1,6 +1,6 @@
 """timm-pkmixer: the PK family of Hayase & Karakida, "Understanding MLP-Mixer as a Wide and Sparse MLP"
 (ICML 2024), as timm models. Importing this package registers ``pk_mixer_*``, ``rp_mixer_*``,
-``s_mixer_*`` and ``sw_mlp_*`` in timm's model registry (after ``pip install`` this happens
+``s_mixer_*``, ``sw_mlp_*`` and ``shallow_*`` in timm's model registry (after ``pip install`` this happens
 automatically whenever timm is imported). It adds registry entries and changes nothing in torch or timm: the
 data-parallel replica check and the CPU DDP fix are opt-in (``timm_pkmixer.replica_check``,
 ``timm_pkmixer.cpu_ddp``).

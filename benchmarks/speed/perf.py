@@ -33,6 +33,7 @@ import torch.nn.functional as F
 import timm_pkmixer  # noqa: F401  (registers the models)
 from timm_pkmixer.layers.gather import GATHER_TABLE, tuned_choices, use_gather_backend
 from timm_pkmixer.layers.permutation import FixedPermutation
+from timm_pkmixer.markdown import markdown_table
 
 SECTIONS = ('op', 'step', 'memory', 'compile', 'construct')
 TIMM_MIXER_B16_TRAIN_3090 = 528  # img/s, timm's published benchmark (AMP, RTX 3090), for scale only
@@ -92,12 +93,6 @@ def fmt_ratio(r: Dict[str, float]) -> str:
     return f"{r['median']:.3f} [{r['q1']:.3f}, {r['q3']:.3f}]"
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
-    out = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
-    out += ['| ' + ' | '.join(str(c) for c in row) + ' |' for row in rows]
-    return '\n'.join(out)
-
-
 def goal(value: float, limit: float, at_least: bool = False, spread: Optional[Tuple[float, float]] = None) -> str:
     """'met' / 'NOT met' for the median `value`; 'tie' when it misses but the limit lies inside `spread` (IQR)."""
     ok = value >= limit if at_least else value <= limit
@@ -148,7 +143,7 @@ def section_op(b: Bench, batch: int, rows: int, cols: int) -> dict:
     vs_adv, vs_t = r_adv['median'], r_t['median']
     print(f'\n### 1. Permutation op, forward + backward, batch {batch}, {rows} × {cols} (m = {m}), '
           f'{torch.get_num_threads()} threads\n')
-    print(table(['variant', 'ms (median)', 'time / ours', 'time / transpose copy'], rows_out))
+    print(markdown_table(['variant', 'ms (median)', 'time / ours', 'time / transpose copy'], rows_out))
     chosen = {k[2:4]: v for k, v in tuned_choices().items() if k[4] == torch.get_num_threads()}
     g_adv = goal(vs_adv, 2.0, at_least=True, spread=(r_adv['q1'], r_adv['q3']))
     g_t = goal(vs_t, 1.3, spread=(r_t['q1'], r_t['q3']))
@@ -220,8 +215,8 @@ def section_step(b: Bench, batch_224: int, batch_32: int, quick: bool, only: Opt
     print(f'\n### 2. Training step (forward, backward, AdamW) and inference, '
           f'{"bf16 autocast" if b.amp else "fp32"}, {b.device.type}\n')
     out = {}
-    print(table(['time ratio', 'batch', 'train step [IQR]', 'train img/s', 'inference [IQR]', 'inference img/s',
-                 'goal (train step)'], []), flush=True)
+    print(markdown_table(['time ratio', 'batch', 'train step [IQR]', 'train img/s', 'inference [IQR]',
+                          'inference img/s', 'goal (train step)'], []), flush=True)
     pairs = STEP_PAIRS[:4] if quick else STEP_PAIRS
     if b.device.type == 'cuda':
         pairs = pairs + GPU_STEP_PAIRS
@@ -388,7 +383,7 @@ def section_memory(b: Bench, batch_224: int, batch_32: int, quick: bool) -> dict
             lim = {'peak_total': 1.05, 'checkpoint': 1.02}.get(key)
             rows.append([f'`{cand}` / `{base}`', batch, label, mib(res[base][key]), mib(res[cand][key]),
                          f'{r:.4f}', goal(r, lim) if lim else '-'])
-    print(table(['models', 'batch', 'what', 'normal MiB', 'RP MiB', 'RP / normal', 'goal'], rows))
+    print(markdown_table(['models', 'batch', 'what', 'normal MiB', 'RP MiB', 'RP / normal', 'goal'], rows))
     print('\nStatic memory (after a step, AdamW): weights + grads + optimizer state + buffers, MiB\n')
     srows = []
     for res in out.values():
@@ -396,7 +391,7 @@ def section_memory(b: Bench, batch_224: int, batch_32: int, quick: bool) -> dict
             s = r['static']
             srows.append([f'`{n}`', mib(s['weights']), mib(s['grads']), mib(s['optimizer']), mib(s['buffers']),
                           mib(sum(s.values()))])
-    print(table(['model', 'weights', 'grads', 'AdamW state', 'buffers', 'total'], srows))
+    print(markdown_table(['model', 'weights', 'grads', 'AdamW state', 'buffers', 'total'], srows))
 
     # Table S.3 direction: SW-MLP vs RP Mixer vs MLP-Mixer at the same Ω (CIFAR setting)
     models = table_s3_models(b)
@@ -415,8 +410,8 @@ def section_memory(b: Bench, batch_224: int, batch_32: int, quick: bool) -> dict
                      f"{r['step_ms']:.1f}", fmt_ratio(ratio(times, n, 'MLP-Mixer'))])
     print(f'\nTable S.3 setting (CIFAR: S = 64, C = 48, L = 3, γ = 2, SW-MLP of the same Ω and width m = 3072), '
           f'batch {batch_32}; memory = weights + grads + AdamW state + buffers (masks, permutations)\n')
-    print(table(['model', 'weights MiB', 'masks MiB', 'other buffers MiB', 'AdamW MiB', 'total MiB',
-                 'MMACs / image', 'step ms', 'step time / MLP-Mixer'], rows))
+    print(markdown_table(['model', 'weights MiB', 'masks MiB', 'other buffers MiB', 'AdamW MiB', 'total MiB',
+                          'MMACs / image', 'step ms', 'step time / MLP-Mixer'], rows))
     out['table_s3'] = s3
     return out
 
@@ -472,7 +467,7 @@ def section_compile(b: Bench, batch_224: int, batch_32: int, quick: bool) -> dic
         print('compile time (first step), s: ' + ', '.join(f'{k} {v:.0f}' for k, v in compile_s.items()))
         gc.collect()
     print()
-    print(table(['models', 'batch', 'comparison', 'time ratio [IQR]', 'goal'], rows))
+    print(markdown_table(['models', 'batch', 'comparison', 'time ratio [IQR]', 'goal'], rows))
     return out
 
 
@@ -485,7 +480,7 @@ def section_construct(b: Bench, quick: bool) -> dict:
     times = b.interleaved(fns, reps=max(3, b.reps // 3), warmup=1)
     r = ratio(times, cand, base)
     print('\n### Model construction (`timm.create_model`, CPU)\n')
-    print(table(['model', 's (median)'], [[f'`{n}`', f'{median(t):.2f}'] for n, t in times.items()]))
+    print(markdown_table(['model', 's (median)'], [[f'`{n}`', f'{median(t):.2f}'] for n, t in times.items()]))
     print(f'\n`{cand}` / `{base}` construction time: {fmt_ratio(r)}')
     return {'s': {n: median(t) for n, t in times.items()}, 'ratio': r}
 
@@ -544,7 +539,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     env = environment(args)
     env['threads'] = threads
     print('## timm-pkmixer performance\n')
-    print(table(['', ''], [[k, v] for k, v in env.items()]))
+    print(markdown_table(['', ''], [[k, v] for k, v in env.items()]))
     results = {'env': env}
     for n_threads in (threads if b.device.type == 'cpu' else [torch.get_num_threads()]):
         torch.set_num_threads(n_threads)

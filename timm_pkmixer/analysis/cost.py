@@ -34,6 +34,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..errors import InvalidArgumentError
+from ..markdown import markdown_table
 from ..validation import choice, integer, positive_int
 
 __all__ = ['CostSize', 'COST_SIZES', 'COST_MODELS', 'PAPER_TABLE_S3', 'ModelCost', 'cost_model_args',
@@ -372,20 +373,19 @@ def _time_cells(r: Dict[str, Any]) -> Tuple[str, str]:
             f'{r["step_seconds_median"]:.3g} s ({where}, batch {r["batch_size"]})')
 
 
+_COST_COLUMNS = ('size', 'model', 'parameters', 'params + buffers', 'of which buffers', 'saved for backward (batch)',
+                 'training state of a step (est.)', 'fwd FLOPs / image', 'train FLOPs / image',
+                 "time / step ÷ MLP-Mixer's (IQR)", 'time / step', 'paper: memory, FLOPs, runtime')
+
+
 def cost_markdown(rows: Sequence[Dict[str, Any]]) -> str:
     """Table S.3 as a markdown table of `table_s3`'s rows (bytes and FLOPs with SI prefixes, powers of 1000)."""
-    head = ('| size | model | parameters | params + buffers | of which buffers | saved for backward (batch) | '
-            'training state of a step (est.) | fwd FLOPs / image | train FLOPs / image | time / step ÷ MLP-Mixer\'s '
-            '(IQR) | time / step | paper: memory, FLOPs, runtime |')
-    lines = [head, '|' + ' --- |' * (head.count('|') - 1)]
+    cells = []
     for r in rows:
         ratio, seconds = _time_cells(r)
-        paper = ', '.join(v for v in PAPER_TABLE_S3.get((r['size'], r['model']), ()) if v)
-        lines.append(
-            f'| {r["size"]} (S={r["S"]}, C={r["C"]}, L={r["L"]}, γ={r["gamma"]:g}) | {MODEL_LABELS[r["model"]]} | '
-            f'{r["params"]:,} | {_si(r["param_bytes"] + r["buffer_bytes"], "B")} | {_si(r["buffer_bytes"], "B")} | '
-            f'{_si(r["saved_bytes"], "B")} | '
-            f'{_si(r["train_state_bytes"], "B")} at batch {r["batch_size"]} | '
-            f'{_si(r["forward_flops_per_image"])} | {_si(r["train_flops_per_image"])} | {ratio} | {seconds} | '
-            f'{paper} |')
-    return '\n'.join(lines) + '\n'
+        cells.append([f'{r["size"]} (S={r["S"]}, C={r["C"]}, L={r["L"]}, γ={r["gamma"]:g})', MODEL_LABELS[r['model']],
+                      f'{r["params"]:,}', _si(r['param_bytes'] + r['buffer_bytes'], 'B'), _si(r['buffer_bytes'], 'B'),
+                      _si(r['saved_bytes'], 'B'), f'{_si(r["train_state_bytes"], "B")} at batch {r["batch_size"]}',
+                      _si(r['forward_flops_per_image']), _si(r['train_flops_per_image']), ratio, seconds,
+                      ', '.join(v for v in PAPER_TABLE_S3.get((r['size'], r['model']), ()) if v)])
+    return markdown_table(_COST_COLUMNS, cells) + '\n'

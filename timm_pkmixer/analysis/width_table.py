@@ -1,8 +1,7 @@
 """The numbers of `pkmixer width`: the optimum width at fixed Ω (eq. 15), the (P, C, S, m, p) table along the
 curve (eq. 14, S.42, S.44), γ of a given (S, C, Ω), and the numbers of a registered model. Every number
-comes from `timm_pkmixer.width`, the functions the models use, or from the models themselves. Part of the core
-(`analysis`
-re-exports it) so that the arithmetic modes import neither torch nor timm: only `models` does."""
+comes from `timm_pkmixer.width`, the functions the models use, or from the models themselves. The arithmetic
+modes import neither torch nor timm: only `models` does."""
 from typing import List, Optional
 
 from ..errors import InvalidArgumentError

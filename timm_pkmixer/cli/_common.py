@@ -5,6 +5,7 @@ import argparse
 import ast
 import contextlib
 import logging
+import re
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 from ..errors import ArgumentValueError, InvalidArgumentError, UserInputError
@@ -90,7 +91,8 @@ def in_flag_terms(args: argparse.Namespace, *names: str) -> Iterator[None]:
     """Say the library's errors about the arguments `names` in the command's terms, with the option the user typed
     for each (read from the command's parser: ``repo_id`` → ``--repo-id``): an :class:`ArgumentValueError` by its
     `argument` (or by the option strings it carries: train.py's ``-b/--batch-size``), any other
-    :class:`UserInputError` whose message starts with one of `names` (``repo_id must be …`` → ``--repo-id must be …``).
+    :class:`UserInputError` whose message starts with one of `names` (``repo_id must be …`` → ``--repo-id must be …``),
+    and in any such message a name given a string (``executor='slurm'`` → ``--executor slurm``).
     The library speaks in arguments, the command in flags; this is the one place that turns one into the other."""
     try:
         yield
@@ -103,6 +105,10 @@ def in_flag_terms(args: argparse.Namespace, *names: str) -> Iterator[None]:
             raise
         message = str(e)
         for name, flag in flags.items():
+            message = re.sub(rf"(?<![\w-]){re.escape(name)}=('[^'\\]*'|\"[^\"\\]*\")",
+                             lambda m, f=flag: f'{f} {ast.literal_eval(m.group(1))}', message)
             if message.startswith((f'{name} ', f'{name}:')):
-                raise type(e)(flag + message[len(name):]) from e
+                message = flag + message[len(name):]
+        if message != str(e):
+            raise type(e)(message) from e
         raise

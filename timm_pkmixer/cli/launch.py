@@ -121,7 +121,7 @@ def _launch(args: argparse.Namespace, executor: Any, rest: List[str]) -> Any:
     from ..launch.errors import TrainArgsChangedError
     from ..launch.launcher import launch
     try:
-        with in_flag_terms(args, *_executor_options()):
+        with in_flag_terms(args, 'executor', *_executor_options()):
             return launch(Path(args.dir), executor, rest, args.train_py, args.retry_failed,
                           not args.no_wait or not executor.detached, _print_end, new_train_args=args.new_train_args,
                           rerun_stale=args.rerun_stale)
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     executor = _make_executor(args)
     rest = [a for a in args.rest if a != '--']
     if args.no_wait and not executor.detached and not os.environ.get(_BACKGROUND_ENV):
-        with in_flag_terms(args, *_executor_options()):
+        with in_flag_terms(args, 'executor', *_executor_options()):
             executor.check()
         return _background(args, _argv(args, rest))
     if threading_main():

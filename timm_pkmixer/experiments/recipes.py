@@ -5,21 +5,29 @@ The paper's sweep tables live with the sweeps (:mod:`timm_pkmixer.experiments.sw
 A recipe is a YAML file for ``train.py --config``: its keys are train.py argument names (``dest``s such as
 ``batch_size``, ``model_kwargs``). train.py turns the keys into parser defaults, so command-line flags still
 override them, and it accepts unknown keys *silently*; :func:`check_recipe_keys` catches those.
+
+A recipe's comments also carry metadata train.py never sees, one ``# KEY: VALUE`` line each (:data:`COMMENT_KEYS`):
+``# paper:`` its place in the paper (`pkmixer recipes`), ``# figure:`` each figure it is the base of
+(`pkmixer sweep`), ``# wandb group:`` its W&B group (`pkmixer train --log-wandb`; train.py has no argument for it).
+:func:`read_recipe_comments` is their one reader, :func:`comment_line` their one writer.
 """
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 import yaml
 
 from ..errors import UserInputError
 from ..validation import positive_int
 from .safe_yaml import load_yaml, yaml_reason
+from .sweep_tables import FIGURES
 
 __all__ = [
     'RecipeError', 'RecipeInfo', 'recipe_root', 'list_recipes', 'resolve_recipe', 'load_recipe', 'check_recipe_keys',
-    'BatchAndLr', 'resolve_batch_and_lr',
+    'BatchAndLr', 'resolve_batch_and_lr', 'COMMENT_KEYS', 'RecipeComments', 'read_recipe_comments',
+    'parse_recipe_comments', 'comment_line',
 ]
 
 
@@ -36,21 +44,69 @@ def recipe_root() -> Path:
     raise FileNotFoundError(2, 'the packaged recipes are missing (a broken install?)', str(package / 'train_recipes'))
 
 
+COMMENT_KEYS = ('paper', 'figure', 'wandb group')  # a recipe's ``# KEY: VALUE`` lines; only `figure` repeats
+_COMMENT_LINE = re.compile(r'^#\s*(paper|figure|wandb group)\s*:(.*)$')
+
+
+@dataclass(frozen=True)
+class RecipeComments:
+    """A recipe's comment metadata: ``paper`` (its section of the paper, '' without a ``# paper:`` line),
+    ``figures`` (the figure keys of its ``# figure:`` lines, in file order) and ``wandb_group`` (its
+    ``# wandb group:`` line's name, or None)."""
+    paper: str = ''
+    figures: Tuple[str, ...] = ()
+    wandb_group: Optional[str] = None
+
+
+def parse_recipe_comments(text: str, name: str = 'recipe') -> RecipeComments:
+    """The metadata of a recipe's text (`name` names it in errors). Refused, naming the line: a key given twice
+    (a figure named twice), a line with no value, a ``# figure:`` that is not one key of
+    :data:`~timm_pkmixer.experiments.sweep_tables.FIGURES`."""
+    found: Dict[str, Dict[str, int]] = {key: {} for key in COMMENT_KEYS}  # key -> value -> its line
+    for number, line in enumerate(text.splitlines(), 1):
+        m = _COMMENT_LINE.match(line)
+        if not m:
+            continue
+        key, value = m.group(1), m.group(2).strip()
+        where = f'{name}, line {number}'
+        if not value:
+            raise RecipeError(f'{where}: `# {key}:` has no value')
+        if key == 'figure' and value not in FIGURES:
+            raise RecipeError(f'{where}: `# figure: {value}` names no figure (known: {", ".join(FIGURES)})')
+        if key != 'figure' and found[key]:
+            raise RecipeError(f'{where}: a second `# {key}:` line (the first is line '
+                              f'{next(iter(found[key].values()))}); a recipe has one')
+        if value in found[key]:
+            raise RecipeError(f'{where}: `# figure: {value}` again (first on line {found[key][value]})')
+        found[key][value] = number
+    return RecipeComments(paper=''.join(found['paper']), figures=tuple(found['figure']),
+                          wandb_group=''.join(found['wandb group']) or None)
+
+
+def read_recipe_comments(path: Union[str, Path]) -> RecipeComments:
+    """The comment metadata of the recipe file at `path` (:func:`parse_recipe_comments`)."""
+    return parse_recipe_comments(Path(path).read_text(encoding='utf-8'), str(path))
+
+
+def comment_line(key: str, value: str) -> str:
+    """One metadata line as :func:`parse_recipe_comments` reads it back: ``# KEY: VALUE`` and a newline."""
+    if key not in COMMENT_KEYS:
+        raise ValueError(f'{key!r} is not a recipe comment key ({", ".join(COMMENT_KEYS)})')
+    if not str(value).strip() or '\n' in str(value):
+        raise ValueError(f'a `# {key}:` line needs a one-line value, got {value!r}')
+    return f'# {key}: {value}\n'
+
+
 @dataclass(frozen=True)
 class RecipeInfo:
-    """A packaged recipe: its name (``imagenet/rp_mixer_b_w``), file, dataset, model and paper section."""
+    """A packaged recipe: its name (``imagenet/rp_mixer_b_w``), file, dataset, model, paper section and the figures
+    it is the base of (its comment metadata: :class:`RecipeComments`)."""
     name: str
     path: Path
     dataset: str
     model: str
     section: str
-
-
-def _section(path: Path) -> str:
-    for line in path.read_text(encoding='utf-8').splitlines():
-        if line.startswith('# paper:'):
-            return line[len('# paper:'):].strip()
-    return ''
+    figures: Tuple[str, ...] = ()
 
 
 def list_recipes() -> List[RecipeInfo]:
@@ -59,9 +115,10 @@ def list_recipes() -> List[RecipeInfo]:
     out = []
     for path in sorted(root.glob('*/*.yaml')):
         cfg = load_recipe(path)
+        comments = read_recipe_comments(path)
         dataset = str(cfg.get('dataset') or '').split('/')[-1] or path.parent.name
         out.append(RecipeInfo(f'{path.parent.name}/{path.stem}', path, dataset, str(cfg.get('model', '')),
-                              _section(path)))
+                              comments.paper, comments.figures))
     return out
 
 

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import InvalidArgumentError, UserInputError
+from ..markdown import markdown_table
 from ..permutation_kinds import PERMUTATION_KINDS
 from .epochs_csv import read_epochs_csv, write_epochs_csv
 from .launch_marker import launch_changes
@@ -456,8 +457,7 @@ def write_report(report: Report, out_dir: str, figures: bool = True) -> Tuple[Li
           f'top1_err = 100 − eval_top1 at the last scheduled epoch (%); sd over seeds (n − 1).', '']
     shown = ('point', 'model', 'num_blocks', 'num_tokens', 'embed_dim', 'width', 'permutation', 'runs',
              'top1_err_mean', 'top1_err_sd', 'best_top1_err_mean', 'eval_loss_mean')
-    md += ['| ' + ' | '.join(shown) + ' |', '|' + '---|' * len(shown)]
-    md += ['| ' + ' | '.join(_fmt(r[c]) for c in shown) + ' |' for r in rows]
+    md += [markdown_table(shown, ([_fmt(r[c]) for c in shown] for r in rows))]
     if report.listed:
         md += ['', '## Runs listed, not averaged', '',
                'These runs are in no table and no figure: every figure says, under its panels, how many it leaves '

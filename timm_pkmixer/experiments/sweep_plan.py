@@ -2,8 +2,9 @@
 points, seeds and every setting with its value and source), which ``--explain`` shows and the writer writes.
 
 The figure a sweep reproduces is chosen by what the base recipe says, not by its name: a packaged recipe names the
-figures it is the base of on ``# figure: KEY`` lines (:func:`recipe_figures`; ``figure`` picks one explicitly; the
-keys and every figure's settings with their sources are in :mod:`timm_pkmixer.experiments.sweep_tables`). A recipe
+figures it is the base of on ``# figure: KEY`` lines (read by
+:func:`~timm_pkmixer.experiments.recipes.read_recipe_comments`; ``figure`` picks one explicitly; the keys and every
+figure's settings with their sources are in :mod:`timm_pkmixer.experiments.sweep_tables`). A recipe
 of no figure gets the experiment's points around its own model, with no SW-MLP arm. The points come from the
 planner of the figure's kind (:data:`~timm_pkmixer.experiments.sweep_planners.PLANNERS`); each recipe is the base
 recipe with ``model``, ``model_kwargs``, ``seed`` and ``experiment`` (the run's name, for people) set, plus the
@@ -17,7 +18,6 @@ sweeps with the same message. Where the paper's text and its tables disagree, th
 import json
 import logging
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ..errors import InvalidArgumentError
 from ..permutation_kinds import PERMUTATION_KINDS
 from ..validation import choice
-from .recipes import load_recipe, resolve_recipe
+from .recipes import load_recipe, read_recipe_comments, resolve_recipe
 from .run_folder import SEED_RANGE
 from .sweep_planners import PLANNERS, ExperimentPoint, SweepInput
 from .sweep_tables import (
@@ -42,11 +42,9 @@ from .sweep_tables import (
     Setting,
 )
 
-__all__ = ['SweepPlan', 'recipe_figures', 'check_seeds', 'plan_sweep', 'experiment_points']
+__all__ = ['SweepPlan', 'check_seeds', 'plan_sweep', 'experiment_points']
 
 _logger = logging.getLogger(__name__)
-
-_FIGURE_LINE = re.compile(r'^#\s*figure:\s*(\S+)\s*$')
 
 
 _BUILT: set = set()  # (model, build arguments as JSON) that built on the meta device
@@ -70,18 +68,6 @@ class SweepPlan:
     settings: List[Setting]
     differs: List[str]      # settings of the base recipe that differ from the paper's for this figure
     readings: Dict[str, str] = field(default_factory=dict)  # disagreement key → the reading used
-
-
-def recipe_figures(path: Path) -> List[str]:
-    """The figure keys a recipe declares on its ``# figure: KEY`` lines."""
-    out = []
-    for line in Path(path).read_text(encoding='utf-8').splitlines():
-        m = _FIGURE_LINE.match(line)
-        if m:
-            if m.group(1) not in FIGURES:
-                raise InvalidArgumentError(f'{path}: unknown figure {m.group(1)!r} (known: {", ".join(FIGURES)})')
-            out.append(m.group(1))
-    return out
 
 
 def check_seeds(seeds: Sequence[Any]) -> List[int]:
@@ -108,7 +94,7 @@ def _pick_figure(path: Path, experiment: Optional[str], figure: Optional[str]) -
         return fig, fig.experiment, 'the figure option'
     experiment = experiment or 'width'
     choice('experiment', experiment, EXPERIMENTS)
-    declared = [FIGURES[k] for k in recipe_figures(path) if FIGURES[k].experiment == experiment]
+    declared = [FIGURES[k] for k in read_recipe_comments(path).figures if FIGURES[k].experiment == experiment]
     if declared:
         others = f' (also declared: {", ".join(f.key for f in declared[1:])}; pick one with figure)' \
             if len(declared) > 1 else ''

@@ -4,18 +4,20 @@ disagreements and its points (``pkmixer sweep --explain``, and ``SWEEP.md`` besi
 """
 from typing import Dict, List
 
-from .sweep_plan import SweepPlan, recipe_figures
+from ..markdown import markdown_table
+from .sweep_plan import SweepPlan
 from .sweep_tables import FIGURES
 
 __all__ = ['explain', 'figures_markdown']
+
+_SETTING_COLUMNS = ('setting', 'value', 'source')
 
 def explain(plan: SweepPlan) -> str:
     """Every setting of the sweep with its value and source, its disagreements, and its points (Markdown)."""
     head = (f'# {plan.experiment} sweep of {plan.recipe}: ' +
             (f'{plan.figure.title} (figure {plan.figure.key}, from {plan.figure_source})' if plan.figure
              else f'no figure ({plan.figure_source})'))
-    lines = [head, '', '| setting | value | source |', '|---|---|---|']
-    lines += [f'| {s.name} | {s.value} | {s.source} |' for s in plan.settings]
+    lines = [head, '', markdown_table(_SETTING_COLUMNS, ((s.name, s.value, s.source) for s in plan.settings))]
     lines += ['', f'{len(plan.points)} points × {len(plan.seeds)} seeds = {len(plan.points) * len(plan.seeds)} '
                   f'recipes: ' + ', '.join(p.name for p in plan.points)]
     if plan.figure and plan.figure.disagreements:
@@ -35,20 +37,19 @@ def figures_markdown() -> str:
     from .recipes import list_recipes
     bases: Dict[str, List[str]] = {}
     for info in list_recipes():
-        for key in recipe_figures(info.path):
+        for key in info.figures:
             bases.setdefault(key, []).append(info.name)
     lines = []
     for fig in FIGURES.values():
         lines += [f'### {fig.title}', '',
                   f'`--figure {fig.key}` (`--experiment {fig.experiment}`), base recipe'
                   f'{"s" if len(bases.get(fig.key, [])) > 1 else ""}: '
-                  + ', '.join(f'`{b}`' for b in bases.get(fig.key, [])), '',
-                  '| setting | value | source |', '|---|---|---|',
-                  f'| seeds | {fig.seeds.value} | {fig.seeds.source} |']
-        settings = list(fig.model) + list(fig.expects) + [s for s in fig.overrides
-                                                          if s.name not in {e.name for e in fig.expects}]
-        lines += [f'| {s.name} | {s.value} | {s.source} |' for s in settings]
-        lines += [f'| reading {d.key} | {d.readings[0].name} | DISAGREEMENT, {d.what}: '
+                  + ', '.join(f'`{b}`' for b in bases.get(fig.key, [])), '']
+        settings = [fig.seeds] + list(fig.model) + list(fig.expects) + [
+            s for s in fig.overrides if s.name not in {e.name for e in fig.expects}]
+        rows = [(s.name, s.value, s.source) for s in settings]
+        rows += [(f'reading {d.key}', d.readings[0].name, f'DISAGREEMENT, {d.what}: '
                   + '; '.join(f'{r.name}: {r.says} ({r.source})' for r in d.readings)
-                  + f'; the other: `--reading {d.key}={d.readings[1].name}` |' for d in fig.disagreements] + ['']
+                  + f'; the other: `--reading {d.key}={d.readings[1].name}`') for d in fig.disagreements]
+        lines += [markdown_table(_SETTING_COLUMNS, rows), '']
     return '\n'.join(lines)

@@ -13,11 +13,10 @@ import yaml
 
 from ..errors import InvalidArgumentError
 from .atomic_json import write_json
-from .recipes import load_recipe, resolve_recipe
+from .recipes import comment_line, load_recipe, resolve_recipe
 from .run_folder import PathLike, RunFileError
 from .sweep_plan import SweepPlan, plan_sweep
 from .sweep_render import explain
-from .train_py import WANDB_GROUP_LINE
 
 __all__ = ['SWEEP_RECORD', 'SWEEP_EXPLAINED', 'WANDB_PROJECT_MAXLEN', 'WANDB_PROJECT_FORBIDDEN', 'read_sweep_record',
            'check_wandb_project', 'write_sweep']
@@ -137,7 +136,7 @@ def write_sweep(recipe: str, out_dir: str, add: bool = False, log_wandb: bool = 
             header = (f'# {point.experiment} experiment, point {point.name}, seed {seed}'
                       f'{f" ({plan.figure.title})" if plan.figure else ""}.\n'
                       f'# Written by `pkmixer sweep {recipe}`; every setting and its source: {SWEEP_RECORD}.\n'
-                      + (f'{WANDB_GROUP_LINE} {group}\n' if log_wandb else ''))
+                      + (comment_line('wandb group', group) if log_wandb else ''))
             target.write_text(header + yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding='utf-8')
             paths.append(target)
     sweeps = record.get('sweeps', []) + [_record(plan, names)]

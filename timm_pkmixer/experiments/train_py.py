@@ -23,14 +23,20 @@ from ..errors import ArgumentValueError, InvalidArgumentError, UserInputError
 from ..validation import positive_int
 from .datasets import DataSource, data_source
 from .env import env_int
-from .recipes import BatchAndLr, check_recipe_keys, load_recipe, resolve_batch_and_lr, resolve_recipe
+from .recipes import (
+    BatchAndLr,
+    check_recipe_keys,
+    load_recipe,
+    read_recipe_comments,
+    resolve_batch_and_lr,
+    resolve_recipe,
+)
 
 __all__ = ['TRAIN_PY_ENV', 'TrainArgumentError', 'TrainPyError', 'find_train_py', 'missing_train_py_message',
            'load_train_py', 'train_py_arguments', 'format_train_args', 'LaunchArgumentError', 'ModelInfo', 'TrainPlan',
-           'prepare_train', 'run_train', 'WANDB_GROUP_LINE', 'recipe_wandb_group']
+           'prepare_train', 'run_train']
 
 TRAIN_PY_ENV = 'TIMM_TRAIN_PY'
-WANDB_GROUP_LINE = '# wandb group:'  # a recipe's W&B group: train.py has no argument for it
 
 
 def missing_train_py_message(how: str = 'pass its path as train_py') -> str:
@@ -493,22 +499,15 @@ def _data_source(args: argparse.Namespace, options: Dict[str, List[str]]) -> Opt
     return data_source(getattr(args, 'dataset', ''), root, bool(getattr(args, 'dataset_download', False)), splits)
 
 
-def recipe_wandb_group(recipe: str) -> Optional[str]:
-    """The W&B group a recipe names on a ``# wandb group: NAME`` line (`pkmixer sweep --log-wandb` writes one)."""
-    for line in Path(recipe).read_text(encoding='utf-8').splitlines():
-        if line.startswith(WANDB_GROUP_LINE):
-            return line.split(':', 1)[1].strip() or None
-    return None
-
-
 def run_train(plan: TrainPlan) -> None:
     """Run train.py's ``main()`` with its ``sys.argv`` and the plan's CPU threads; its exceptions propagate
-    unchanged. With ``log_wandb``, the recipe's W&B group (:func:`recipe_wandb_group`; train.py has no group
-    argument) goes to W&B as ``WANDB_RUN_GROUP`` unless that is set."""
+    unchanged. With ``log_wandb``, the recipe's W&B group (its ``# wandb group:`` line, read by
+    :func:`~timm_pkmixer.experiments.recipes.read_recipe_comments`; train.py has no group argument) goes to W&B as
+    ``WANDB_RUN_GROUP`` unless that is set."""
     from .threads import set_threads
     if plan.threads is not None:
         set_threads(plan.threads)
-    group = recipe_wandb_group(plan.argv[2]) if getattr(plan.args, 'log_wandb', False) else None
+    group = read_recipe_comments(plan.argv[2]).wandb_group if getattr(plan.args, 'log_wandb', False) else None
     if group and 'WANDB_RUN_GROUP' not in os.environ:
         os.environ['WANDB_RUN_GROUP'] = group
     with _argv(plan.argv):

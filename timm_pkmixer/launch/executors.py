@@ -10,9 +10,9 @@ from each field's ``metadata``: ``help``, ``type``), with
   interrupted) and whose holder is gone is not running, in the executor's words (:func:`stopped_reason`);
 
 and a :class:`Batch` with ``wait(on_end)`` (call ``on_end(task, exit status)`` as each task ends; ``None`` when
-it ended unseen, e.g. cancelled in the queue) and ``job`` (the batch system's id, or None). ``detached`` says
-whether the tasks outlive the launcher (a batch system's do). Adding an executor is one class and one entry in
-:data:`EXECUTORS`.
+no exit status was recorded, e.g. a SLURM task cancelled in the queue) and ``job`` (the batch system's id, or
+None). ``detached`` says whether the tasks outlive the launcher (a batch system's do). Adding an executor is one
+class and one entry in :data:`EXECUTORS`.
 
 * ``local``: this machine, `workers` runs at once; with `gpus`, each run on its own devices
   (``CUDA_VISIBLE_DEVICES``; `runs_per_gpu` runs share one); on a CPU each run gets its share of the idle cores as
@@ -56,10 +56,10 @@ __all__ = ['EXECUTORS', 'holder_alive', 'stopped_reason', 'Batch', 'LocalExecuto
            'NO_SBATCH']
 
 OnEnd = Callable[[Task, Optional[int]], None]
-NO_SBATCH = ("--executor slurm: there is no `sbatch` on PATH. Run this on a machine where SLURM's client commands "
+NO_SBATCH = ("executor='slurm': there is no `sbatch` on PATH. Run this on a machine where SLURM's client commands "
              "are (a cluster's login node; `module load slurm` on some), install them (Debian/Ubuntu: "
              "`apt-get install slurm-client`, with the cluster's slurm.conf and munge key), or run on this machine "
-             "with --executor local")
+             "with executor='local'")
 
 
 class Batch:
@@ -170,8 +170,8 @@ class LocalExecutor:
         import torch
         count = torch.cuda.device_count()
         if count == 0:
-            raise LaunchError('gpus: this machine has no CUDA device (torch.cuda.device_count() == 0); run on the '
-                              'CPU without --gpus')
+            raise LaunchError('gpus: this machine has no CUDA device (torch.cuda.device_count() == 0); leave it out '
+                              'to run on the CPU')
         missing = [d for d in parse_gpus(self.gpus) if int(d) >= count]
         if missing:
             has = 'one CUDA device (index 0' if count == 1 else f'{count} CUDA devices (indices 0 to {count - 1}'
@@ -274,7 +274,7 @@ class SlurmExecutor:
         try:
             import submitit  # noqa: F401
         except ImportError:
-            raise LaunchError("--executor slurm needs submitit: pip install submitit (or, in a checkout of "
+            raise LaunchError("executor='slurm' needs submitit: pip install submitit (or, in a checkout of "
                               "timm-pkmixer, pip install '.[cluster]')") from None
 
     def plan(self) -> Dict[str, Any]:

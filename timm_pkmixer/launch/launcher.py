@@ -201,6 +201,14 @@ class _StartWatcher:
         self.thread.join()
 
 
+def _no_exit_status(record: Dict[str, Any]) -> str:
+    """What is known of a run whose task ended with no exit status recorded (a SLURM task cancelled in the queue or
+    killed with its node writes none): its SLURM job, if any, and whether it had started (its record says)."""
+    holder = f'SLURM job {record["job"]}' if record.get('job') else 'its task'
+    when = ' before the run started' if record.get('state') == 'queued' else ''
+    return f'{holder} ended{when} with no exit status recorded'
+
+
 def _log_path(task: Task) -> Path:
     return Path(task.state_dir) / 'logs' / f'{task.name}.log'
 
@@ -219,7 +227,7 @@ def _start_and_wait(folder: Path, executor: Any, todo: List[Task], result: Launc
     def ended(task: Task, returncode: Optional[int]) -> None:
         status = run_status(Path(task.recipe), Path(task.state_dir), task.run_dir)
         if returncode is None and not status.detail:
-            status.detail = 'ended unseen (cancelled?)'
+            status.detail = _no_exit_status(read_record(Path(task.state_dir), task.name))
         result.ended.append(status)
         _logger.info(f'[pkmixer launch] ended {task.name}: {status.line().splitlines()[0].split(": ", 1)[1]} '
                      f'(log {_log_path(task)})')
