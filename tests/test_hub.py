@@ -695,3 +695,27 @@ def test_e_timm_loaders_on_bad_files(tmp_path, loader):
             _load(loader, tmp_path / name)
         # timm's pretrained path names the file; load_checkpoint hands load_state_dict the tensors alone
         assert str(info.value).startswith(f'{tmp_path / name}: ') == (loader == 'pretrained'), str(info.value)
+
+
+def test_train_hparams_publish_no_path_of_the_machine_that_trained(pushed, run_dir, tmp_path):
+    """A push publishes args.yaml less the machine's paths (data_dir, output, resume, initial_checkpoint): each
+    becomes '' (a value continued on indented lines too); every other line is args.yaml's own."""
+    from timm_pkmixer.publish.hub import without_machine_paths
+    args = yaml.safe_load((run_dir / 'args.yaml').read_text())
+    long_dir = '/home/alice/' + ' '.join(['a folder name with spaces'] * 4)  # YAML folds it onto a second line
+    args.update(data_dir=long_dir, output='/scratch/alice/runs', resume='/scratch/alice/runs/x/last.pth.tar',
+                initial_checkpoint='', dataset='torch/fashion_mnist')
+    text = yaml.safe_dump(args, default_flow_style=False)
+    assert '\n  ' in text  # the long path is continued on an indented line
+    published = without_machine_paths(text)
+    assert '/home/alice' not in published and '/scratch' not in published
+    assert yaml.safe_load(published) == {**args, 'data_dir': '', 'output': '', 'resume': ''}
+    expected, skipping = [], False
+    for line in text.splitlines():  # a path key's line and the indented lines that continue it, blanked
+        if line.startswith(('data_dir:', 'output:', 'resume:')):
+            expected.append(line.split(':')[0] + ": ''")
+            skipping = True
+        elif not (skipping and line.startswith(' ')):
+            expected.append(line)
+            skipping = False
+    assert published.splitlines() == expected

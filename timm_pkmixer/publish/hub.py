@@ -8,7 +8,9 @@ The folder a push uploads, and that ``pkmixer push --out-dir`` only writes:
   ``timm.create_model('hf-hub:ORG/NAME', pretrained=True)`` and transformers'
   ``AutoModelForImageClassification.from_pretrained('ORG/NAME')`` rebuild the same function;
 * ``README.md``, the model card (timm's ``generate_readme``, see `model_card`);
-* ``train_hparams.yaml``, the run's ``args.yaml`` when it sits beside the checkpoint.
+* ``train_hparams.yaml``, the run's ``args.yaml`` when it sits beside the checkpoint, less the paths of the machine
+  that trained it (:data:`MACHINE_PATH_KEYS`, published as ``''``: where its data and outputs were, nothing a reader
+  can use and nothing to publish).
 
 timm's ``push_to_hf_hub`` is not used as a whole: it cannot add the recipe file, keeps an existing
 README and also uploads a pickle; the upload itself is `huggingface_hub`'s ``create_repo`` +
@@ -19,7 +21,6 @@ import copy
 import json
 import os
 import re
-import shutil
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,8 @@ from ..errors import InvalidArgumentError
 from ..models._common import TRAINING_ONLY_ARGS
 from .checkpoint_file import TrainingCheckpoint, read_train_args
 
-__all__ = ['HubFolder', 'export_model_args', 'label_names_of_run', 'write_hub_folder', 'upload_to_hub', 'check_repo_id']
+__all__ = ['HubFolder', 'export_model_args', 'label_names_of_run', 'write_hub_folder', 'upload_to_hub', 'check_repo_id',
+           'MACHINE_PATH_KEYS', 'without_machine_paths']
 
 # pretrained cfg entries that describe where other weights came from, not the pushed ones
 _SOURCE_CFG_KEYS = ('url', 'file', 'state_dict', 'hf_hub_id', 'hf_hub_filename', 'source', 'tag', 'origin_url',
@@ -121,6 +123,17 @@ def _export_pretrained_cfg(model: torch.nn.Module, train_args: Dict[str, Any], l
     return cfg
 
 
+# args.yaml keys whose value is a path of the machine that trained the run
+MACHINE_PATH_KEYS = ('data_dir', 'output', 'resume', 'initial_checkpoint')
+_MACHINE_PATH = re.compile(rf"^({'|'.join(MACHINE_PATH_KEYS)}):(?! ''$)(?! null$).*\n(?:[ ].*\n)*", re.M)
+
+
+def without_machine_paths(args_yaml: str) -> str:
+    """train.py's args.yaml with the value of each of :data:`MACHINE_PATH_KEYS` replaced by ``''`` (a value
+    continued on indented lines included); every other line as it was."""
+    return _MACHINE_PATH.sub(lambda m: f"{m.group(1)}: ''\n", args_yaml)
+
+
 @dataclass
 class HubFolder:
     """What `write_hub_folder` wrote."""
@@ -170,7 +183,8 @@ def write_hub_folder(
     out.mkdir(parents=True, exist_ok=True)
     _save_config(exported, out, label_names)
     if hparams is not None:
-        shutil.copyfile(hparams, out / 'train_hparams.yaml')
+        text = Path(hparams).read_text(encoding='utf-8')
+        (out / 'train_hparams.yaml').write_text(without_machine_paths(text), encoding='utf-8')
     metrics, note = None, ''
     if not expanded_from:
         run_had_ema_eval = ckpt.has_ema and not ckpt.train_args.get('model_ema_force_cpu', False)
