@@ -95,6 +95,54 @@ def test_prepared_from_debian_is_what_timm_reads(debian_prepared):
     assert ds.classes[0] == 'T-shirt/top' and ds.classes[9] == 'Ankle boot'
 
 
+WEIGHTS = Path(__file__).resolve().parents[1] / 'benchmarks' / 'fashion_mnist' / 'weights'
+# each committed folder (written by `pkmixer push --out-dir`) -> the run it holds, in the findings' epochs.csv
+PUSHED_RUNS = {'s_mixer_s64c64_L8_normal': 'runs/depth_L8_normal_seed{}',
+               'rp_s_mixer_s64c64_L8': 'runs/depth_L8_random_seed{}'}
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread, as the runs validated (a sum's order, hence a rare tie, may follow the thread count)."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _final_top1(run: str) -> float:
+    """The run's test top-1 at its last epoch, as train.py wrote it (the findings' epochs.csv)."""
+    with open(WEIGHTS.parent / 'rp' / 'epochs.csv', newline='', encoding='utf-8') as f:
+        rows = [r for r in csv.DictReader(f) if r['run'] == run]
+    return float(max(rows, key=lambda r: int(r['epoch']))['eval_top1'])
+
+
+@needs_debian
+@pytest.mark.slow
+@pytest.mark.parametrize('folder', sorted(PUSHED_RUNS))
+def test_the_pushed_s_mixers_reproduce_their_top1_on_the_real_test_set(debian_prepared, folder, one_thread):
+    """timm loads the committed folder (local-dir:, pretrained) with its data config, and its accuracy on the 10,000
+    real test images, read and transformed as train.py's validation reads them, is the run's final top-1."""
+    import timm
+    import torch
+    from timm.data import create_dataset, create_loader, resolve_data_config
+    path = WEIGHTS / folder
+    model = timm.create_model(f'local-dir:{path}', pretrained=True).eval()
+    cfg = resolve_data_config(model=model)
+    assert cfg['input_size'] == (1, 32, 32) and model.num_classes == 10
+    dataset = create_dataset('torch/fashion_mnist', root=str(debian_prepared), split='validation', download=False)
+    loader = create_loader(dataset, input_size=cfg['input_size'], batch_size=128, is_training=False,
+                           interpolation=cfg['interpolation'], mean=cfg['mean'], std=cfg['std'],
+                           crop_pct=cfg['crop_pct'], num_workers=0, device=torch.device('cpu'))
+    correct = 0
+    with torch.no_grad():
+        for images, targets in loader:
+            correct += (model(images).argmax(-1) == targets).sum().item()
+    seed = (path / 'train_hparams.yaml').read_text(encoding='utf-8').split('\nseed: ', 1)[1].split()[0]
+    assert round(100 * correct / len(dataset), 2) == _final_top1(PUSHED_RUNS[folder].format(seed))
+
+
 @needs_debian
 def test_the_cli_prepares_from_debian_and_says_so(tmp_path, cli):
     code, out, err = prepare(cli, tmp_path / 'fm')

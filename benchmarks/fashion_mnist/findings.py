@@ -128,9 +128,10 @@ def row_rp_s_mixer() -> Optional[str]:
 def row_rp_mixer() -> Optional[str]:
     """(a) RP vs normal MLP-Mixer (L = 3, γ = 2, S = C = 32)."""
     return _rp_row('RP MLP-Mixers match or beat normal ones at equal parameters (L = 3, γ = 2, S = C = 32)',
-                   'Fig. 4 (left) and Table 1: RP Mixers comparable or better at equal width',
+                   'Figs. S.6–S.8 (D.7, CIFAR-10): RP Mixers overfit less; with AdamW, lr 0.01 and AutoAugment at '
+                   'S = C = 64, RP beats normal',
                    'mixer_s32c32_L3_normal', 'mixer_s32c32_L3_random',
-                   'Fashion-MNIST, not CIFAR/ImageNet; a 3-block Mixer', 15)
+                   'Fashion-MNIST, not CIFAR-10; S = C = 32, not 64 (the recipe: AdamW, lr 0.01, AutoAugment)', 15)
 
 
 def row_rp_cost() -> Optional[str]:
@@ -158,12 +159,53 @@ def row_rp_cost() -> Optional[str]:
             f'fixed batch, no data loading | `python benchmarks/speed/rp_cost.py` (measures again) |')
 
 
+def row_fig2_cka() -> Optional[str]:
+    """Fig. 2(a): the Mixer's features are closest (mean diagonal CKA) to an SW-MLP of density p ≈ 1/C, a sparse
+    wide MLP, rather than to the dense one, from fig2/cka_summary.csv (`pkmixer analyze cka`)."""
+    path = HERE / 'fig2' / 'cka_summary.csv'
+    if not path.is_file():
+        return None
+    import csv
+    with open(path, newline='', encoding='utf-8') as f:
+        rows = [r for r in csv.DictReader(f) if r['mean_diagonal']]
+    cka = {float(r['density_b']): float(r['mean_diagonal']) for r in rows}
+    a = arms('fig2')
+    mixer = next(arm for arm in a.values() if arm.description.family != 'SW-MLP')
+    width = mixer.description.embed_dim
+    best = max(cka, key=cka.get)
+    found = ', '.join(f'p = {_density(p)}: {cka[p]:.3f}' for p in sorted(cka, reverse=True))
+    sparse = 1 / width
+    verdict = (f'agrees in order: highest at p = 1/C = {_density(sparse)} of the densities measured (one seed, no '
+               f'spread to test the differences against)' if math.isclose(best, sparse) else
+               'disagrees: highest for the dense MLP (p = 1)' if best == 1 else
+               f'not shown: highest at p = {_density(best)}, not at 1/C = {_density(sparse)}')
+    return (f'| An MLP-Mixer\'s hidden features resemble a sparse SW-MLP\'s (density ≈ 1/C) more than a dense MLP\'s | '
+            f'Fig. 2(a) (CIFAR-10, S = C = 64 and 32, 600 epochs, 3 seeds): mean diagonal CKA peaks near p = 1/C | '
+            f'mean diagonal CKA against the Mixer (S = C = {width}, L = 3, γ = 2; {mixer.epochs} ep.), '
+            f'{rows[0]["examples"]} test images in random batches of {rows[0]["batch_size"]}: {found} | {verdict} | '
+            f'Fashion-MNIST, not CIFAR-10; {len(cka)} densities, not 11; 1 seed, not 3; {mixer.epochs} epochs, not '
+            f'600 | `pkmixer report benchmarks/fashion_mnist/fig2/epochs.csv --out-dir OUT` (errors); the CKA from '
+            f'the run folders (docs/findings.md) |')
+
+
+def _density(p: float) -> str:
+    """1, 1/32, 1/256: a power of two as a fraction."""
+    return '1' if p == 1 else f'1/{round(1 / p)}' if math.isclose(1 / p, round(1 / p)) else f'{p:.4g}'
+
+
 def row_not_run(claim: str, paper: str, why: str) -> Callable[[], str]:
     """A claim this round did not measure: the row says so and why."""
     return lambda: f'| {claim} | {paper} | not measured | not shown: not run | {why} | — |'
 
 
-ROWS = (row_fig2d, row_rp_s_mixer, row_rp_mixer, row_rp_cost)
+row_fig5 = row_not_run(
+    'Test error falls as the effective width m = S·C grows at fixed Ω (S-Mixers, and SW-MLPs at the same widths)',
+    'Fig. 5 (CIFAR-10/100, STL-10; Ω = 2^18, 2^21, 2^27; 3 seeds)',
+    'not run this round: its sweep (`pkmixer sweep fashion_mnist/s_mixer_fig5 --dims 4 64 --densities 0.1264 '
+    '--seeds 0 1`, m = 1440 and 4096) did not fit the session\'s CPU after (a) and (c)')
+
+
+ROWS = (row_rp_s_mixer, row_rp_mixer, row_fig5, row_fig2d, row_fig2_cka, row_rp_cost)
 
 
 def table() -> str:
