@@ -11,6 +11,7 @@ it exceeds twice its standard error, √(s1²/n1 + s2²/n2) (with one seed per a
 difference counts).
 """
 import argparse
+import functools
 import math
 import statistics
 import sys
@@ -64,6 +65,7 @@ def shown(diff: float, se: float) -> bool:
     return not math.isnan(se) and abs(diff) > 2 * se
 
 
+@functools.cache
 def arms(experiment: str) -> Dict[str, Arm]:
     """The experiment's groups by point name, from its committed epochs.csv (the report's own grouping)."""
     report = build_report([str(HERE / experiment / 'epochs.csv')])
