@@ -124,7 +124,7 @@ class _Unseen:
     (dict(job='42_1', state='queued'), 'SLURM job 42_1 ended before the run started with no exit status recorded'),
     (dict(job=None, state='running'), 'its task ended with no exit status recorded'),
 ])
-def test_a_run_ended_with_no_exit_status_is_said_as_such_not_guessed(sweep, record, detail):
+def test_a_run_ended_with_no_exit_status_is_said_as_such_not_guessed(sweep, record, detail, logged):
     """The launcher says what it knows of a task whose end no exit status reached: its job and whether it had
     started, not a guess ("cancelled?")."""
     from timm_pkmixer.launch.launcher import LaunchResult, _start_and_wait
@@ -134,10 +134,10 @@ def test_a_run_ended_with_no_exit_status_is_said_as_such_not_guessed(sweep, reco
     task = Task('a', str(recipe), str(default_run_dir(recipe)), (), str(sweep / 'launch'), 'slurm')
     write_record(sweep / 'launch', 'a', executor='slurm', **record)
     executor = type('Unseen', (), dict(start=lambda self, todo: _Unseen(todo)))()
-    result, said = LaunchResult([task], {}), []
-    _start_and_wait(sweep, executor, [task], result, True, None, said.append)
+    result = LaunchResult([task], {})
+    _start_and_wait(sweep, executor, [task], result, True, None)
     assert [(s.name, s.state, s.detail) for s in result.ended] == [('a', 'finished', detail)]
-    assert said[-1].startswith(f'[pkmixer launch] ended a: finished ({detail}) (log ')
+    assert logged()[-1].startswith(f'[pkmixer launch] ended a: finished ({detail}) (log ')
 
 
 # ------------------------------------------------------------------------------------------------- train.py arguments
