@@ -1,10 +1,12 @@
+import contextlib
 import inspect
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, List, Tuple
+from typing import Any, Callable, Iterator, List, Tuple
 
 import pytest
 import timm
@@ -115,3 +117,44 @@ def files(tmp_path, launch_env):
     launch_env.setenv('OMP_NUM_THREADS', str(torch.get_num_threads()))
     launch_env.chdir(tmp_path)
     return tmp_path
+
+
+DPKG_FRONTEND_LOCK = '/var/lib/dpkg/lock-frontend'  # what apt-get install takes first
+needs_apt_root = pytest.mark.skipif(not hasattr(os, 'geteuid') or os.geteuid() != 0 or not shutil.which('apt-get')
+                                    or not Path(DPKG_FRONTEND_LOCK).is_file(), reason='needs root, apt-get and dpkg')
+
+
+@contextlib.contextmanager
+def dpkg_lock_held(seconds: float) -> Iterator[subprocess.Popen]:
+    """A process holding dpkg's frontend lock for `seconds` as apt holds it (an fcntl write lock), from when the
+    block starts (it holds the lock by then) until it ends (killed); ``.who`` is how apt names it."""
+    code = ('import fcntl, os, time\n'
+            f'fd = os.open({DPKG_FRONTEND_LOCK!r}, os.O_RDWR)\n'
+            'fcntl.lockf(fd, fcntl.LOCK_EX)\n'
+            'print("held", flush=True)\n'
+            f'time.sleep({seconds})\n')
+    holder = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        holder.who = f'process {holder.pid} ({Path(f"/proc/{holder.pid}/comm").read_text().strip()})'
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def keep_figures(monkeypatch, *modules: Any) -> List[Any]:
+    """Every matplotlib Figure the figure functions of `modules` make from now on (each module asks
+    ``require_matplotlib()`` for the class), kept in the returned list for inspection; they are saved as usual."""
+    pytest.importorskip('matplotlib')
+    from matplotlib.figure import Figure
+    made = []
+
+    class Kept(Figure):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    for module in modules:
+        monkeypatch.setattr(module, 'require_matplotlib', lambda: Kept)
+    return made

@@ -18,7 +18,8 @@ import pytest
 
 from timm_pkmixer.experiments.fashion_mnist import DEBIAN_DIR, DEBIAN_PACKAGE, FASHION_MNIST_FILES
 
-from conftest import command_messages
+from conftest import DPKG_FRONTEND_LOCK as FRONTEND
+from conftest import command_messages, dpkg_lock_held, needs_apt_root
 
 NAMES = list(FASHION_MNIST_FILES)
 DEBIAN = all((DEBIAN_DIR / f'{name}.gz').is_file() for name in NAMES)
@@ -291,9 +292,6 @@ def test_a_packaged_recipe_trains_on_the_real_images(debian_prepared, tmp_path):
 # ----------------------------------------------------------------------- .ci/install-fashion-mnist (CI installs it)
 
 INSTALL = Path(__file__).resolve().parent.parent / '.ci' / 'install-fashion-mnist'
-FRONTEND = '/var/lib/dpkg/lock-frontend'  # what apt-get install takes first
-needs_apt_root = pytest.mark.skipif(not hasattr(os, 'geteuid') or os.geteuid() != 0 or not shutil.which('apt-get')
-                                    or not Path(FRONTEND).is_file(), reason='needs root, apt-get and dpkg')
 
 
 def install(wait_s: int, path: str = None):
@@ -302,35 +300,17 @@ def install(wait_s: int, path: str = None):
     return subprocess.run(['/bin/bash', str(INSTALL)], capture_output=True, text=True, timeout=600, env=env)
 
 
-def hold_lock(seconds: float):
-    """A process holding dpkg's frontend lock for `seconds`, as apt holds it (an fcntl write lock)."""
-    import subprocess
-    code = (f'import fcntl, os, time\nfd = os.open({FRONTEND!r}, os.O_RDWR)\nfcntl.lockf(fd, fcntl.LOCK_EX)\n'
-            f'print("held", flush=True)\ntime.sleep({seconds})\n')
-    holder = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == 'held'
-    return holder
-
-
 @needs_apt_root
 def test_the_install_waits_for_apt_s_lock_and_fails_rather_than_skips():
     """Against the real apt-get and dpkg lock: a lock held a few seconds is waited for (said on stderr), then the
     package is installed (or found installed); one held past the wait fails with exit 1, not 3 (which skips)."""
-    holder = hold_lock(4)
-    try:
+    with dpkg_lock_held(4) as holder:
         proc = install(120)
-    finally:
-        holder.kill()
-        holder.wait()
     assert proc.returncode == 0, proc.stderr
     assert f'apt-get install: Could not get lock {FRONTEND}. It is held by process {holder.pid}' in proc.stderr
     assert DEBIAN_DIR.is_dir()
-    holder = hold_lock(120)
-    try:
+    with dpkg_lock_held(120):
         proc = install(3)
-    finally:
-        holder.kill()
-        holder.wait()
     assert proc.returncode == 1, proc.stderr
     assert 'install-fashion-mnist: apt-get install -y dataset-fashion-mnist: the lock was still held after 3 s' in \
         proc.stderr
