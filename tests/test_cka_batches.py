@@ -15,7 +15,7 @@ from timm_pkmixer.analysis import figures as figures_module
 from timm_pkmixer.cli import main
 from timm_pkmixer.errors import InvalidArgumentError
 
-from conftest import randomize_
+from conftest import keep_figures, randomize_
 
 CLASSES, PER_CLASS = 4, 64
 MIXER = dict(img_size=8, patch_size=2, num_blocks=1, num_tokens=16, embed_dim=16, gamma=2.0)
@@ -114,16 +114,7 @@ def test_cli_cka_writes_no_diagonal_for_unequal_feature_counts(capsys, tmp_path)
 
 
 def test_density_figure_labels_each_model_by_its_family(tmp_path, monkeypatch):
-    pytest.importorskip('matplotlib')
-    from matplotlib.figure import Figure
-    made = []
-
-    class Recorded(Figure):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            made.append(self)
-
-    monkeypatch.setattr(figures_module, 'require_matplotlib', lambda: Recorded)
+    made = keep_figures(monkeypatch, figures_module)
     figures_module.plot_cka_vs_density([1, 0.25, 0.0625, 0.0625], [0.6, 0.8, 0.7, 0.9], str(tmp_path / 'f.png'),
                                        'mixer', 0.0625, families=['SW-MLP', 'SW-MLP', 'SW-MLP', 'RP S-Mixer'])
     ax = made[0].axes[0]
@@ -167,22 +158,9 @@ def test_cli_cka_writes_summary_and_figures_for_unequal_feature_counts(capsys, t
     assert 'mixer vs sw3 (SW-MLP, p = 0.25): 2 × 3 features, no diagonal' in captured.out
 
 
-def _kept_figures(monkeypatch):
-    from matplotlib.figure import Figure
-    made = []
-
-    class Kept(Figure):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            made.append(self)
-
-    monkeypatch.setattr(figures_module, 'require_matplotlib', lambda: Kept)
-    return made
-
-
 def test_the_cka_heatmap_names_each_branch_and_its_colour_bar(tmp_path, monkeypatch):
     pytest.importorskip('matplotlib')
-    made = _kept_figures(monkeypatch)
+    made = keep_figures(monkeypatch, figures_module)
     result = CkaMatrix(np.array([[0.9, 0.1, 0.3], [0.2, 0.7, 0.5]]), ['blocks.0.mlp_tokens', 'blocks.0.mlp_channels'],
                        ['blocks.0', 'blocks.1', 'blocks.2'], examples=8, batches=2)
     figures_module.plot_cka_matrix(result, str(tmp_path / 'cka.png'), 'mixer', 'sw')
@@ -197,7 +175,7 @@ def test_the_cka_heatmap_names_each_branch_and_its_colour_bar(tmp_path, monkeypa
 
 def test_the_spectra_plot_labels_its_layer_axis(tmp_path, monkeypatch):
     pytest.importorskip('matplotlib')
-    made = _kept_figures(monkeypatch)
+    made = keep_figures(monkeypatch, figures_module)
     table = [dict(layer=f'blocks.0.mlp_{b}.fc1', sv_max=2.0, sv_max_init=1.5, edge_init=1.6)
              for b in ('tokens', 'channels')]
     figures_module.plot_layer_spectra(table, str(tmp_path / 's.png'), 'run')

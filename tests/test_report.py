@@ -19,6 +19,8 @@ from timm_pkmixer.cli import main as pkmixer
 from timm_pkmixer.experiments.report import build_report, infer_experiment, write_report
 from timm_pkmixer.experiments.run_folder import read_run, scheduled_epochs
 
+from conftest import keep_figures
+
 TESTS = Path(__file__).resolve().parent
 
 
@@ -404,21 +406,9 @@ def test_the_report_and_the_model_card_name_a_reshaped_model_by_what_was_built(t
 @pytest.fixture
 def figures_drawn(monkeypatch):
     """Every matplotlib Figure the report's figure functions make, kept for inspection (they are saved too)."""
-    pytest.importorskip('matplotlib')
-    from matplotlib.figure import Figure
-
     import timm_pkmixer.experiments.curve_figures as curve_figures
     import timm_pkmixer.experiments.figures as figures
-    made = []
-
-    class Kept(Figure):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            made.append(self)
-
-    monkeypatch.setattr(figures, 'require_matplotlib', lambda: Kept)
-    monkeypatch.setattr(curve_figures, 'require_matplotlib', lambda: Kept)
-    return made
+    return keep_figures(monkeypatch, figures, curve_figures)
 
 
 def _texts(fig):
