@@ -140,7 +140,8 @@ def test_the_pushed_s_mixers_reproduce_their_top1_on_the_real_test_set(debian_pr
     with torch.no_grad():
         for images, targets in loader:
             correct += (model(images).argmax(-1) == targets).sum().item()
-    seed = (path / 'train_hparams.yaml').read_text(encoding='utf-8').split('\nseed: ', 1)[1].split()[0]
+    import yaml
+    seed = yaml.safe_load((path / 'train_hparams.yaml').read_text(encoding='utf-8'))['seed']
     assert round(100 * correct / len(dataset), 2) == _final_top1(PUSHED_RUNS[folder].format(seed))
 
 

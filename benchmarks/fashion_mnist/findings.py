@@ -11,7 +11,9 @@ it exceeds twice its standard error, √(s1²/n1 + s2²/n2) (with one seed per a
 difference counts).
 """
 import argparse
+import csv
 import functools
+import json
 import math
 import statistics
 import sys
@@ -141,7 +143,6 @@ def row_rp_cost() -> Optional[str]:
     path = HERE.parent / 'speed' / 'rp_cost' / 'rp_cost.json'
     if not path.is_file():
         return None
-    import json
     measured = json.loads(path.read_text(encoding='utf-8'))
     results = {r['mode']: r for r in measured['results']}
     ratio = {m: statistics.median(r['ratios']) for m, r in results.items()}  # the benchmark's own figure
@@ -167,7 +168,6 @@ def row_fig2_cka() -> Optional[str]:
     path = HERE / 'fig2' / 'cka_summary.csv'
     if not path.is_file():
         return None
-    import csv
     with open(path, newline='', encoding='utf-8') as f:
         rows = [r for r in csv.DictReader(f) if r['mean_diagonal']]
     cka = {float(r['density_b']): float(r['mean_diagonal']) for r in rows}
