@@ -2,18 +2,23 @@
 of tests/slurm/cluster.sh: SLURM arguments checked before the batch script is written, what the cluster can never
 run refused in SLURM's words (`sbatch --test-only`), a run cancelled in the queue shown as cancelled, never pending;
 SlurmTask is submitit's Checkpointable."""
+import contextlib
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Iterator, Optional
 
 import pytest
 from test_sweep_launch import MINI, _drop_key, _launch, _recipe, _status, _summary_epochs, make_images, slurm_cluster
 
+from timm_pkmixer.launch import slurm as slurm_commands
 from timm_pkmixer.launch.executors import SlurmExecutor
 from timm_pkmixer.launch.slurm import SLURM_OWNED, minutes, parse_slurm_args
 from timm_pkmixer.launch.tasks import Task
@@ -58,9 +63,16 @@ def short_partition(slurm):
 
 
 def _queue(folder: Path) -> str:
-    """The jobs of `folder`'s launches in the queue."""
-    return subprocess.run(['squeue', '-h', '-r', '-n', f'pkmixer-{folder.name}', '-o', '%i %T'], capture_output=True,
-                          text=True).stdout.strip()
+    """The jobs of `folder`'s launches in the queue, as squeue answers ('' when none): a squeue that cannot reach
+    slurmctld (a busy machine) is asked again, never read as an empty queue."""
+    deadline = time.time() + 120
+    while True:
+        out = subprocess.run(['squeue', '-h', '-r', '-n', f'pkmixer-{folder.name}', '-o', '%i %T'],
+                             capture_output=True, text=True)
+        if out.returncode == 0:
+            return out.stdout.strip()
+        assert time.time() < deadline, f'squeue has not answered for 120 s: {out.stderr.strip()}'
+        time.sleep(1)
 
 
 def _until(condition, seconds: float = 300) -> None:
@@ -351,6 +363,47 @@ def test_run_whose_job_waits_requeued_is_pending_not_cancelled(sweep, capsys, re
     assert _launch(capsys, sweep, *later, '--no-wait')[0] == 2  # the job holds the folder
 
 
+@contextlib.contextmanager
+def _slurmctld_stopped(slurm: str, seconds: Optional[float] = None) -> Iterator[None]:
+    """The test cluster's slurmctld stopped (SIGSTOP: a client's connection waits, unanswered, as with a controller
+    too busy to answer) for the block, or for its first `seconds`."""
+    pid = int((Path(slurm).parent / 'slurmctld.pid').read_text())
+    os.kill(pid, signal.SIGSTOP)
+    timer = threading.Timer(seconds, os.kill, (pid, signal.SIGCONT)) if seconds is not None else None
+    try:
+        if timer:
+            timer.start()
+        yield
+    finally:
+        if timer:
+            timer.cancel()
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_status_while_slurmctld_does_not_answer_is_an_error_never_an_ended_job(sweep, slurm, capsys, monkeypatch):
+    """A run whose SLURM job waits in the queue while squeue cannot reach slurmctld: `pkmixer status` says SLURM cannot
+    tell (exit 2), never that the job has left the queue (the run would read cancelled or unfinished, and a relaunch
+    would start it twice); an outage shorter than squeue's retries is bridged."""
+    later = ('--executor', 'slurm', '--partition', 'debug', '--slurm-arg', 'begin=now+1hour')  # queued, not started
+    rc, out, _ = _launch(capsys, sweep, *later, '--no-wait')
+    assert rc == 0, out
+    job = json.loads((sweep / 'launch' / 'runs' / 'a.json').read_text())['job']
+    monkeypatch.setattr(slurm_commands, 'SQUEUE_TIMEOUT_S', 1)
+    monkeypatch.setattr(slurm_commands, 'SQUEUE_RETRY_S', (0.5,))
+    from timm_pkmixer.cli import main as cli_main
+    capsys.readouterr()
+    with _slurmctld_stopped(slurm):
+        rc = cli_main(['status', str(sweep)])
+    assert (rc, command_messages(capsys.readouterr().err).strip()) == (
+        2, f'pkmixer status: error: `squeue -j {job}` failed 2 times (no answer within 1 s): SLURM cannot say whether '
+           f'job {job} is in the queue. Its tasks are SLURM\'s and go on without the launcher; `pkmixer status DIR` '
+           f'shows them once slurmctld answers (`scontrol ping`)')
+    monkeypatch.setattr(slurm_commands, 'SQUEUE_RETRY_S', (2,))
+    with _slurmctld_stopped(slurm, seconds=1.5):  # the first try waits 1 s unanswered, the second is answered
+        status = _status(capsys, sweep)['a']
+    assert (status['state'], status['detail']) == ('pending', f'queued: SLURM job {job}')
+
+
 def test_time_limit_is_the_partitions_and_checked_against_it(sweep, short_partition, capsys):
     """--time above the partition's maximum is refused (SLURM would keep the job pending for ever; sbatch
     --test-only accepts it); without --time each task asks the limit SLURM gives (the partition's default, else its
@@ -392,7 +445,8 @@ def test_task_timed_out_is_requeued_and_resumes(sweep, capsys):
     _drop_key(recipe, 'epoch_sleep')
     subprocess.run(['scontrol', 'update', f'JobId={job}', 'StartTime=now'], check=True)  # SLURM holds it 2 minutes
     _until(lambda: not _queue(sweep))
-    assert _status(capsys, sweep)['a']['state'] == 'finished'
+    status = _status(capsys, sweep)['a']
+    assert status['state'] == 'finished', (status, (sweep / 'launch' / 'logs' / 'a.log').read_text()[-3000:])
     assert _summary_epochs(run_dir)[0] == [0, 1, 2]  # no epoch trained twice
     log = (sweep / 'launch' / 'logs' / 'a.log').read_text()
     assert log.count(f'(SLURM job {job}): ') == 2 and f'(SLURM job {job}): resuming from epoch ' in log

@@ -18,6 +18,7 @@ from PIL import Image
 
 from timm_pkmixer.cli import main as cli_main
 from timm_pkmixer.experiments.run_folder import find_runs
+from timm_pkmixer.launch.slurm import squeue
 
 from conftest import command_messages
 
@@ -266,10 +267,6 @@ def slurm():
     return slurm_cluster()
 
 
-def _squeue(job: str) -> str:
-    return subprocess.run(['squeue', '-h', '-r', '-j', job, '-o', '%i %T'], capture_output=True, text=True).stdout
-
-
 @pytest.mark.slow  # runs on the test cluster: 35 s on this busy 2-core machine
 def test_slurm_array_finishes_skips_resumes_cancelled_and_refuses_bad_partition(tmp_path, data, capsys, slurm,
                                                                                  monkeypatch):
@@ -313,7 +310,7 @@ def test_slurm_array_finishes_skips_resumes_cancelled_and_refuses_bad_partition(
         time.sleep(0.3)
     assert _status(capsys, sweep)['slow']['state'] == 'running'
     subprocess.run(['scancel', job], check=True)
-    while _squeue(job).strip() and time.time() < deadline:
+    while squeue(job) and time.time() < deadline:
         time.sleep(0.5)
     status = _status(capsys, sweep)['slow']
     assert status['state'] == 'unfinished' and status['done'] in (1, 2) and status['epochs'] == 3

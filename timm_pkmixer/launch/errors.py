@@ -6,7 +6,8 @@ from typing import List
 
 from ..errors import UserInputError
 
-__all__ = ['LaunchError', 'LaunchLockedError', 'StateFileError', 'RunFolderTakenError', 'TrainArgsChangedError']
+__all__ = ['LaunchError', 'LaunchLockedError', 'StateFileError', 'RunFolderTakenError', 'TrainArgsChangedError',
+           'SlurmUnreachableError']
 
 
 class LaunchError(UserInputError, ValueError):
@@ -43,3 +44,8 @@ class TrainArgsChangedError(LaunchError):
                 f'(recorded in {self.path}), and these differ: {"; ".join(self.differences)}. Relaunch with no '
                 f'train.py arguments to reuse them, or with {change} to change them on purpose (finished runs '
                 f'trained with the old ones become stale)')
+
+
+class SlurmUnreachableError(LaunchError):
+    """SLURM's client commands cannot reach slurmctld (after retries): whether a job is in the queue is unknown, and
+    the message says so rather than taking the job for ended."""

@@ -4,12 +4,16 @@ the ``--slurm-arg`` options (:func:`parse_slurm_args`), the request put to ``sba
 (``scontrol``). Plain functions of text and subprocesses, no submitit (:mod:`.executors` uses them)."""
 import re
 import subprocess
+import time
 from typing import Dict, Optional, Sequence, Tuple, Union
 
-from .errors import LaunchError
+from .errors import LaunchError, SlurmUnreachableError
 
 __all__ = ['SLURM_OWNED', 'NO_TIME_LIMIT_MIN', 'parse_slurm_args', 'is_option_value', 'sbatch_test_only', 'squeue',
            'job_state', 'minutes', 'partition_limits', 'sbatch_words']
+
+SQUEUE_TIMEOUT_S = 60
+SQUEUE_RETRY_S = (1, 3, 9)  # seconds before each new try of a squeue that could not reach slurmctld
 
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
 _BOOKKEEPING = tuple(f'#SBATCH --{o}' for o in ('output', 'error', 'open-mode', 'signal', 'wckey', 'job-name'))
@@ -100,15 +104,32 @@ def squeue(job: str) -> Dict[str, str]:
     The launcher follows its jobs with ``squeue`` rather than submitit's own watcher (``Job.done()``/``Job.state``):
     submitit asks ``sacct``, which answers only where the cluster keeps accounting (slurmdbd), and many small
     clusters, the tests' own among them, keep none. What squeue shows is enough: a task that has left the queue has
-    ended, and how its run ended is in the run's record (written by the task itself)."""
-    try:
-        out = subprocess.run(['squeue', '-h', '-r', '-j', str(job), '-o', '%i %T'], capture_output=True, text=True,
-                             timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    if out.returncode:
-        return {}  # "Invalid job id": it has left the queue
-    return dict(line.split(None, 1) for line in out.stdout.splitlines() if line.strip())
+    ended, and how its run ended is in the run's record (written by the task itself).
+
+    Only SLURM's own answer counts as "left the queue" (an empty list, or ``Invalid job id specified``): a squeue
+    that cannot reach slurmctld (``Unable to contact slurm controller``, ``Socket timed out``, no answer within
+    :data:`SQUEUE_TIMEOUT_S`) is asked again after each of :data:`SQUEUE_RETRY_S`, then raises
+    :class:`SlurmUnreachableError`: a job whose fate is unknown is never taken for one that has ended."""
+    failure = ''
+    for wait in (*SQUEUE_RETRY_S, None):
+        try:
+            out = subprocess.run(['squeue', '-h', '-r', '-j', str(job), '-o', '%i %T'], capture_output=True,
+                                 text=True, timeout=SQUEUE_TIMEOUT_S)
+        except FileNotFoundError as e:
+            raise SlurmUnreachableError(f'there is no `squeue` on PATH to ask whether job {job} is in the queue') from e
+        except subprocess.TimeoutExpired:
+            failure = f'no answer within {SQUEUE_TIMEOUT_S} s'
+        else:
+            if out.returncode == 0:
+                return dict(line.split(None, 1) for line in out.stdout.splitlines() if line.strip())
+            if 'Invalid job id' in out.stderr:
+                return {}  # it has left the queue, and slurmctld has forgotten it
+            failure = out.stderr.strip() or f'exit status {out.returncode}'
+        if wait is not None:
+            time.sleep(wait)
+    raise SlurmUnreachableError(f'`squeue -j {job}` failed {len(SQUEUE_RETRY_S) + 1} times ({failure}): SLURM cannot '
+                                f'say whether job {job} is in the queue. Its tasks are SLURM\'s and go on without the '
+                                f'launcher; `pkmixer status DIR` shows them once slurmctld answers (`scontrol ping`)')
 
 
 def job_state(job: str) -> str:
