@@ -174,9 +174,10 @@ def test_launch_errors_name_arguments_not_flags():
     worded_as_flags = []
     for path in sorted(package.glob('*.py')):
         text = path.read_text(encoding='utf-8')
-        constants = {t.id: v for t, v in ((n.targets[0], n.value) for n in ast.parse(text).body
-                                          if isinstance(n, ast.Assign) and len(n.targets) == 1)
-                     if isinstance(t, ast.Name)}
+        assigned = [(n.targets[0], n.value) for n in ast.parse(text).body if isinstance(n, ast.Assign)
+                    and len(n.targets) == 1] + [(n.target, n.value) for n in ast.parse(text).body
+                                               if isinstance(n, ast.AnnAssign) and n.value is not None]
+        constants = {t.id: v for t, v in assigned if isinstance(t, ast.Name)}
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.Raise) and node.exc is not None:
                 said = ast.get_source_segment(text, node)
@@ -237,11 +238,12 @@ def test_local_run_whose_pid_another_process_has_is_cancelled_saying_so(tmp_path
     ('Account=x', "'Account' is not the name of an sbatch option"),
     ('comment=a\nsrun rm -rf ~', "the value holds a control character ('\\n'); an sbatch option is one line"),
     ('comment=a\x00', "the value holds a control character ('\\x00'); an sbatch option is one line"),
-    ('array=0-5', "--array is the launcher's own (one array task per run; --array-parallelism sets how many run at "
+    ('array=0-5', "--array is the launcher's own (one array task per run; `array_parallelism` sets how many run at "
                   "once)"),
-    ('arr=0-5', "--arr abbreviates --array, which is the launcher's own (one array task per run; --array-parallelism "
+    ('arr=0-5', "--arr abbreviates --array, which is the launcher's own (one array task per run; `array_parallelism` "
                 "sets how many run at once); give an option by its full name"),
-    ('cpus_per_task=8', "--cpus-per-task is the launcher's own (give it with --cpus-per-run)"),
+    ('cpus_per_task=8', "--cpus-per-task is the launcher's own (give it as `cpus_per_run`)"),
+    ('partition=gpu', "--partition is the launcher's own (give it as `partition`)"),
     ('job-name=x', "--job-name is the launcher's own (pkmixer-<folder>, the name squeue shows)"),
     ('output=/tmp/x', "--output is the launcher's own (submitit's log of each task (each run's own log is "
                       "DIR/launch/logs/<run>.log))"),
@@ -255,6 +257,9 @@ def test_slurm_arg_keys_and_values_checked(tmp_path, capsys, item, problem):
     _recipe(tmp_path, 'a', tmp_path)
     rc, _, err = _launch(capsys, tmp_path, '--executor', 'slurm', f'--slurm-arg={item}')
     said = str(refused.value)[len(f'slurm_arg {item!r}: '):]
+    for name, flag in [('array_parallelism', '--array-parallelism'), ('cpus_per_run', '--cpus-per-run'),
+                       ('partition', '--partition')]:  # the command names its flags where the library its arguments
+        said = said.replace(f'`{name}`', flag)
     assert (rc, err.strip()) == (2, f'pkmixer launch: error: --slurm-arg {item!r}: {said}')
     assert not (tmp_path / 'launch').exists()
 

@@ -92,7 +92,8 @@ def in_flag_terms(args: argparse.Namespace, *names: str) -> Iterator[None]:
     for each (read from the command's parser: ``repo_id`` → ``--repo-id``): an :class:`ArgumentValueError` by its
     `argument` (or by the option strings it carries: train.py's ``-b/--batch-size``), any other
     :class:`UserInputError` whose message starts with one of `names` (``repo_id must be …`` → ``--repo-id must be …``),
-    and in any such message a name given a string (``executor='slurm'`` → ``--executor slurm``).
+    and in any such message a name given a string (``executor='slurm'`` → ``--executor slurm``) or quoted
+    (```partition``` → ``--partition``).
     The library speaks in arguments, the command in flags; this is the one place that turns one into the other."""
     try:
         yield
@@ -109,6 +110,7 @@ def in_flag_terms(args: argparse.Namespace, *names: str) -> Iterator[None]:
                              lambda m, f=flag: f'{f} {ast.literal_eval(m.group(1))}', message)
             if message.startswith((f'{name} ', f'{name}:')):
                 message = flag + message[len(name):]
+            message = message.replace(f'`{name}`', flag)
         if message != str(e):
             raise type(e)(message) from e
         raise

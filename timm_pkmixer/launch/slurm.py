@@ -21,24 +21,24 @@ _OPTION_NAME = re.compile(r'[a-z][a-z0-9]*(-[a-z0-9]+)*')
 
 # sbatch options the launcher writes itself (through submitit's batch script) or depends on, and why: a --slurm-arg
 # cannot set them, nor an abbreviation of them (sbatch takes `--arr=…` as `--array=…`)
-SLURM_OWNED: Dict[str, str] = {
-    'array': 'one array task per run; --array-parallelism sets how many run at once',
+SLURM_OWNED: Dict[str, str] = {  # a launch argument named as `name` (the command says its flag)
+    'array': 'one array task per run; `array_parallelism` sets how many run at once',
     'job-name': 'pkmixer-<folder>, the name squeue shows',
     'output': "submitit's log of each task (each run's own log is DIR/launch/logs/<run>.log)",
     'error': "submitit's log of each task (each run's own log is DIR/launch/logs/<run>.log)",
     'open-mode': "submitit's log of each task is appended to",
     'signal': "submitit's signal to requeue a task before its time limit",
-    'partition': 'give it with --partition',
-    'time': 'give it with --time',
-    'cpus-per-task': 'give it with --cpus-per-run',
-    'gpus-per-node': 'give it with --gpus-per-run',
+    'partition': 'give it as `partition`',
+    'time': 'give it as `time`',
+    'cpus-per-task': 'give it as `cpus_per_run`',
+    'gpus-per-node': 'give it as `gpus_per_run`',
     'nodes': 'each run is one task on one node',
     'ntasks': 'each run is one task on one node',
     'ntasks-per-node': 'each run is one task on one node',
     'wrap': 'the launcher submits its own batch script',
     'parsable': "the launcher reads sbatch's answer",
     'test-only': 'the launcher asks sbatch --test-only itself before it submits',
-    'wait': 'the launcher follows the job with squeue (--no-wait returns at once)',
+    'wait': 'the launcher follows the job with squeue itself',
     'clusters': 'the launcher follows the job with squeue on this cluster',
 }
 NO_TIME_LIMIT_MIN = 365 * 24 * 60  # the time limit asked on a partition without one
