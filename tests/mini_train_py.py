@@ -2,10 +2,10 @@
 download it. It has train.py's interface where `pkmixer train`, `pkmixer launch` and `pkmixer report` meet it — the
 two parsers (``config_parser`` with ``--config``, ``parser``), ``_parse_args()``, ``main()``, train.py's defaults
 (``--opt sgd``, ``--epochs 300``, ``--device cuda``, ``-j 4``), and the outputs ``<output>/<experiment>/args.yaml``,
-``summary.csv`` written by timm's own ``update_summary`` and ``last.pth.tar`` (``--resume`` continues from it, as
-train.py's does), W&B logging as train.py starts it (``--log-wandb``) — and trains for real with timm's dataset,
-loader, optimizer and scheduler factories. With ``TIMM_TRAIN_PY`` set, the tests that use it run the real train.py
-instead.
+``summary.csv`` written by timm's own ``update_summary`` and ``last.pth.tar`` (written whole, renamed from
+``tmp.pth.tar`` as timm's CheckpointSaver does; ``--resume`` continues from it, as train.py's does), W&B logging as
+train.py starts it (``--log-wandb``) — and trains for real with timm's dataset, loader, optimizer and scheduler
+factories. With ``TIMM_TRAIN_PY`` set, the tests that use it run the real train.py instead.
 
 Stand-in only: ``--out DIR`` trains nothing and records what it was given in ``DIR/rank<RANK>.json`` (and, from rank
 0, ``DIR/record.json``): its argv, the parsed values, whether timm knows the model, and its CPU threads
@@ -152,7 +152,8 @@ def main():
                        filename=os.path.join(out, 'summary.csv'), lr=optimizer.param_groups[0]['lr'],
                        write_header=epoch == start_epoch, log_wandb=args.log_wandb)
         torch.save(dict(epoch=epoch, arch=args.model, state_dict=model.state_dict(), optimizer=optimizer.state_dict()),
-                   os.path.join(out, 'last.pth.tar'))
+                   os.path.join(out, 'tmp.pth.tar'))
+        os.replace(os.path.join(out, 'tmp.pth.tar'), os.path.join(out, 'last.pth.tar'))  # as timm's CheckpointSaver
         print(f'epoch {epoch} done', flush=True)
         time.sleep(args.epoch_sleep)
 

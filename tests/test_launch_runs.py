@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -295,6 +296,28 @@ def test_claims_raced_by_many_pairs_have_one_winner_each(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------- records
+
+def test_a_cut_short_last_checkpoint_fails_its_run_by_name_and_never_reaches_train_py(sweep, cli):
+    """An unfinished run whose last.pth.tar was cut short (a disk that filled, a copy interrupted): the relaunch
+    fails the run, exit status 2, naming the file and what to do, rather than hand it to train.py (whose torch.load
+    would end in an EOFError); moved away, the run restarts from its first epoch."""
+    run_dir = sweep / 'runs' / 'a'
+    last = run_dir / 'last.pth.tar'
+    last.write_bytes(last.read_bytes()[:last.stat().st_size // 2])
+    (run_dir / 'summary.csv').unlink()  # started, not finished: a relaunch resumes it from last.pth.tar
+    code, out, _ = _launch(cli, sweep)
+    said = (f'{last} is not a whole checkpoint (no zip directory at its end, as torch.save writes: cut short or '
+            f'corrupt), so the run cannot resume from it; move it away to restart the run from its first epoch, or '
+            f'put back a whole copy')
+    status = _status(cli, sweep)['a']
+    assert (code, status['state'], status['detail']) == (1, 'failed', said), out
+    log = (sweep / 'launch' / 'logs' / 'a.log').read_text()
+    assert log.rstrip().endswith(f': not started: {said}') and 'EOFError' not in log
+    last.rename(run_dir / 'cut.pth.tar')
+    code, out, _ = _launch(cli, sweep, '--retry-failed')
+    assert code == 0 and '[pkmixer launch] 1/1 a: finished' in out, out
+    assert _status(cli, sweep)['a']['state'] == 'finished' and zipfile.is_zipfile(last)
+
 
 def test_a_moved_folder_keeps_every_state(sweep, tmp_path, cli):
     moved = tmp_path / 'moved'

@@ -12,13 +12,14 @@ import stat
 import subprocess
 import sys
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import yaml
 
-from ..errors import UserInputError
+from ..errors import CheckpointError, UserInputError
 from ..experiments.launch_marker import launch_changes
 from ..experiments.run_folder import ARGS_YAML, SUMMARY_CSV, run_state, run_state_with_schedule, schedule_record
 from ..experiments.safe_yaml import load_yaml, yaml_reason
@@ -208,8 +209,9 @@ def _preexec() -> Optional[Callable[[], Any]]:
     return functools.partial(prctl, 1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
 
 
-def _refuse(task: Task, error: RunFolderTakenError, job: Optional[str]) -> int:
-    """A run whose folder another launch claimed: said in its log and record (failed, exit status 2)."""
+def _refuse(task: Task, error: UserInputError, job: Optional[str]) -> int:
+    """A run not started (its folder another launch's, its last.pth.tar not a whole checkpoint): said in its log and
+    record (failed, exit status 2)."""
     state_dir = Path(task.state_dir)
     with _log(task) as log:
         log.write(f'=== {time.strftime("%Y-%m-%d %H:%M:%S")}: not started: {error}\n')
@@ -238,7 +240,8 @@ def execute(task: Task, env: Optional[Mapping[str, str]] = None, job: Optional[s
     """Run one task to its end in a child process (output appended to ``logs/<name>.log``); returns its exit status
     (negative: killed by that signal). The run first claims its run folder (:func:`.ownership.claim`: another
     owner makes it fail with exit status 2, said in its log). A finished run is not run again; an unfinished one with
-    a ``last.pth.tar`` resumes from it. Each start records what it trains (:func:`.ownership.mark_start`). The
+    a ``last.pth.tar`` resumes from it (one that is not a whole zip file, as torch.save writes, fails the run the
+    same way, never handed to train.py). Each start records what it trains (:func:`.ownership.mark_start`). The
     run's record says running, then ended / failed (exit status > 0) / interrupted."""
     state_dir, run_dir = Path(task.state_dir), Path(task.run_dir)
     try:
@@ -251,6 +254,11 @@ def execute(task: Task, env: Optional[Mapping[str, str]] = None, job: Optional[s
         return 0
     last = run_dir / 'last.pth.tar'
     resume = str(last) if progress.state == 'unfinished' and last.is_file() else None
+    if resume and not zipfile.is_zipfile(last):
+        return _refuse(task, CheckpointError(
+            f'{last} is not a whole checkpoint (no zip directory at its end, as torch.save writes: cut short or '
+            f'corrupt), so the run cannot resume from it; move it away to restart the run from its first epoch, or '
+            f'put back a whole copy'), job)
     header = _header(task, progress, resume, job)
     digest = mark_start(Path(task.recipe), run_dir, read_train_args(state_dir) or [])
     with _log(task) as log:
