@@ -448,7 +448,10 @@ def test_task_timed_out_is_requeued_and_resumes(sweep, capsys):
     status = _status(capsys, sweep)['a']  # its process has ended, its job holds it: neither unfinished nor cancelled
     assert (status['state'], status['detail']) == ('pending', f'queued: SLURM job {job} (requeued)')
     _drop_key(recipe, 'epoch_sleep')
-    subprocess.run(['scontrol', 'update', f'JobId={job}', 'StartTime=now'], check=True)  # SLURM holds it 2 minutes
+    # SLURM holds a requeued job 2 minutes; started at once, slurmd refuses a credential made in the second it revoked
+    # the last one ("Job credential revoked": the job leaves the queue unrun), so the start waits for the next second
+    time.sleep(2)
+    subprocess.run(['scontrol', 'update', f'JobId={job}', 'StartTime=now'], check=True)
     _until(lambda: not _queue(sweep))
     status = _status(capsys, sweep)['a']
     assert status['state'] == 'finished', (status, (sweep / 'launch' / 'logs' / 'a.log').read_text()[-3000:])
