@@ -414,4 +414,4 @@ def test_prepare_fashion_mnist_without_a_network_says_source_in_each_ones_terms(
     assert pkmixer(['prepare-fashion-mnist', str(tmp_path / 'd')]) == 2
     err = capsys.readouterr().err
     assert err.startswith('pkmixer prepare-fashion-mnist: error: could not download Fashion-MNIST')
-    assert err.endswith('give that folder with --source\n')
+    assert err.endswith('give that folder as --source\n')

@@ -245,7 +245,7 @@ def test_no_network_is_one_line_naming_debian_s_package(tmp_path, cli, no_networ
                           f"{tmp_path / 'fm'} (RuntimeError: Error downloading train-images-idx3-ubyte.gz: Tried "
                           'http://127.0.0.1:9/, got: <urlopen error [Errno 111] Connection refused>). Without a '
                           "network, install Debian's copy (as root: apt-get install dataset-fashion-mnist) and run "
-                          'this again, or put the four upstream .gz files in a folder and give that folder with '
+                          'this again, or put the four upstream .gz files in a folder and give that folder as '
                           '--source'), err
     assert len(err.splitlines()) == 1
     assert os.listdir(tmp_path / 'fm') == []  # the download's temporary folder is gone

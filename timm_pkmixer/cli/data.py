@@ -17,12 +17,9 @@ def run_stl10(args: argparse.Namespace) -> int:
 
 
 def run_fashion_mnist(args: argparse.Namespace) -> int:
-    from ..experiments.fashion_mnist import FashionMnistError, fashion_mnist_raw_dir, prepare_fashion_mnist
-    try:
-        with in_flag_terms(args, 'source'):
-            prepared = prepare_fashion_mnist(args.out_dir, args.source, download=not args.no_download)
-    except FashionMnistError as e:  # the library's `source` argument, within a sentence, is this command's --source
-        raise FashionMnistError(str(e).replace('as `source`', 'with --source')) from None
+    from ..experiments.fashion_mnist import fashion_mnist_raw_dir, prepare_fashion_mnist
+    with in_flag_terms(args, 'source'):  # the library's `source`, within a sentence, is this command's --source
+        prepared = prepare_fashion_mnist(args.out_dir, args.source, download=not args.no_download)
     origin = {'debian': "Debian's dataset-fashion-mnist", 'folder': 'the folder',
               'already prepared': 'already prepared, checked and kept:',
               'torchvision download': "torchvision's download from"}[prepared.source]
