@@ -55,3 +55,19 @@ def test_rp_verdicts(findings):
     assert findings._rp_verdict(1.0, 0.2, 5, 15) == ("not shown at this scale: RP trails normal beyond the seed "
                                                      "spread after 5 of the recipe's 15 epochs")
     assert findings._rp_verdict(1.0, 0.2, 15, 15) == 'disagrees: RP trails normal beyond the seed spread'
+
+
+def test_width_verdicts(findings):
+    """Fig. 5's row: the wider − the narrower error of an arm; lower agrees with the paper."""
+    assert findings._width_verdict('normal', -1.0, 0.2) == 'normal: agrees, the wider is better'
+    assert findings._width_verdict('RP', 1.0, 0.2) == 'RP: disagrees, the wider is worse'
+    assert findings._width_verdict('RP', -0.3, 0.2) == 'RP: no difference beyond twice its standard error'
+    assert findings._width_verdict('RP', -3.0, math.nan) == 'RP: no difference beyond twice its standard error'
+
+
+def test_width_rows_overall_word(findings):
+    agree, none = 'normal: agrees, the wider is better', 'RP: no difference beyond twice its standard error'
+    assert findings._overall([agree, none]) == f'agrees in part: {agree}; {none}'
+    assert findings._overall([agree]) == f'agrees: {agree}'
+    assert findings._overall([none]) == f'not shown at this scale: {none}'
+    assert findings._overall([agree, 'RP: disagrees, the wider is worse']).startswith('disagrees: ')

@@ -18,7 +18,7 @@ import math
 import statistics
 import sys
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from timm_pkmixer.experiments.report import Point, build_report
 
@@ -200,16 +200,61 @@ def _density(p: float) -> str:
     return '1' if p == 1 else f'1/{round(1 / p)}' if math.isclose(1 / p, round(1 / p)) else f'{p:.4g}'
 
 
-def row_not_run(claim: str, paper: str, why: str) -> Callable[[], str]:
-    """A claim this round did not measure: the row says so and why."""
-    return lambda: f'| {claim} | {paper} | not measured | not shown: not run | {why} | — |'
+def _width_verdict(kind: str, diff: float, se: float) -> str:
+    """The wider − the narrower error of one arm: lower is the paper's claim (Fig. 5: error falls as m grows)."""
+    if not shown(diff, se):
+        return f'{kind}: no difference beyond twice its standard error'
+    return f'{kind}: {"agrees" if diff < 0 else "disagrees"}, the wider is {"better" if diff < 0 else "worse"}'
 
 
-row_fig5 = row_not_run(
-    'Test error falls as the effective width m = S·C grows at fixed Ω (S-Mixers, and SW-MLPs at the same widths)',
-    'Fig. 5 (CIFAR-10/100, STL-10; Ω = 2^18, 2^21, 2^27; 3 seeds)',
-    'not run this round: its sweep (`pkmixer sweep fashion_mnist/s_mixer_fig5 --dims 4 64 --densities 0.1264 '
-    '--seeds 0 1`, m = 1440 and 4096) did not fit the session\'s CPU after (a), (c) and (d)')
+def _overall(verdicts: Sequence[str]) -> str:
+    """One plain word before the arms' verdicts: agrees (every arm), agrees in part, disagrees (any arm), or not
+    shown (no arm beyond its spread)."""
+    said = [v.split(': ', 1)[1] for v in verdicts]
+    word = ('disagrees' if any(v.startswith('disagrees') for v in said) else
+            'agrees' if said and all(v.startswith('agrees') for v in said) else
+            'agrees in part' if any(v.startswith('agrees') for v in said) else 'not shown at this scale')
+    return f'{word}: {"; ".join(verdicts)}'
+
+
+def _fig5_kind(arm: Arm) -> str:
+    d = arm.description
+    return 'SW-MLP' if d.family == 'SW-MLP' else 'RP' if 'random' in d.permutation else 'normal'
+
+
+def row_fig5() -> Optional[str]:
+    """(b) Fig. 5: at a fixed Ω, the S-Mixer of the larger width m = S·C has the lower test error, normal and RP; the
+    SW-MLP at the widths that fit this machine beside them."""
+    if not (HERE / 'fig5' / 'epochs.csv').is_file():
+        return None
+    kinds: Dict[str, list] = {}
+    for arm in arms('fig5').values():
+        kinds.setdefault(_fig5_kind(arm), []).append(arm)
+    found, verdicts = [], []
+    for kind in ('normal', 'RP', 'SW-MLP'):
+        group = sorted(kinds.get(kind, []), key=lambda x: x.description.width)
+        if not group:
+            continue
+        text = f'{kind} ' + ', '.join(f'm = {x.description.width}: {x.text()}' for x in group)
+        if len(group) > 1:
+            narrow, wide = group[0], group[-1]
+            diff, se = difference(wide, narrow)
+            text += f'; m = {wide.description.width} − m = {narrow.description.width} {_diff_text(diff, se)}'
+            verdicts.append(_width_verdict(kind, diff, se))
+        found.append(text)
+    any_arm = next(iter(arms('fig5').values()))
+    widths = sorted({x.description.width for g in kinds.values() for x in g})
+    sw = sorted(x.description.width for x in kinds.get('SW-MLP', []))
+    omega = round(math.log2(any_arm.description.omega))
+    sw_text = (f'SW-MLP at m = {", ".join(map(str, sw))} only (its masked dense layers cost (m / {sw[0]})² as much '
+               f'per epoch at a wider m: not run); ' if sw else 'no SW-MLP; ')
+    return (f'| Test error falls as the effective width m = S·C grows at fixed Ω (S-Mixers, and SW-MLPs at the same '
+            f'widths) | Fig. 5 (CIFAR-10/100, STL-10; Ω = 2^18, 2^21, 2^27; 3 seeds): error falls with m up to the '
+            f'optimum S* = C* for S-Mixers and SW-MLPs alike | {"; ".join(found)} | {_overall(verdicts)} | '
+            f'Fashion-MNIST, not CIFAR/STL; Ω = 2^{omega} only, m = {", ".join(map(str, widths))} (C = 4 and the '
+            f'optimum S = C: the widest spread of m at this Ω, against C.4\'s pairs m = 2768 … 3984); {sw_text}'
+            f'{any_arm.n} seeds, not 3; {any_arm.epochs} of the recipe\'s 10 '
+            f'epochs, not 200 | {_cmd("fig5")} |')
 
 
 ROWS = (row_rp_s_mixer, row_rp_mixer, row_fig5, row_fig2d, row_fig2_cka, row_rp_cost)
