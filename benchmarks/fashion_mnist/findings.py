@@ -245,6 +245,8 @@ def row_fig5() -> Optional[str]:
     any_arm = next(iter(arms('fig5').values()))
     widths = sorted({x.description.width for g in kinds.values() for x in g})
     sw = sorted(x.description.width for x in kinds.get('SW-MLP', []))
+    seeds = sorted({x.n for g in kinds.values() for x in g})
+    seeds = [seeds[0], seeds[-1]] if len(seeds) > 1 else seeds
     omega = round(math.log2(any_arm.description.omega))
     sw_text = (f'SW-MLP at m = {", ".join(map(str, sw))} only (its masked dense layers cost (m / {sw[0]})² as much '
                f'per epoch at a wider m: not run); ' if sw else 'no SW-MLP; ')
@@ -253,7 +255,7 @@ def row_fig5() -> Optional[str]:
             f'optimum S* = C* for S-Mixers and SW-MLPs alike | {"; ".join(found)} | {_overall(verdicts)} | '
             f'Fashion-MNIST, not CIFAR/STL; Ω = 2^{omega} only, m = {", ".join(map(str, widths))} (C = 4 and the '
             f'optimum S = C: the widest spread of m at this Ω, against C.4\'s pairs m = 2768 … 3984); {sw_text}'
-            f'{any_arm.n} seeds, not 3; {any_arm.epochs} of the recipe\'s 10 '
+            f'{"–".join(map(str, seeds))} seeds an arm, not 3; {any_arm.epochs} of the recipe\'s 10 '
             f'epochs, not 200 | {_cmd("fig5")} |')
 
 
