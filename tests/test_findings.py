@@ -71,3 +71,46 @@ def test_width_rows_overall_word(findings):
     assert findings._overall([agree]) == f'agrees: {agree}'
     assert findings._overall([none]) == f'not shown at this scale: {none}'
     assert findings._overall([agree, 'RP: disagrees, the wider is worse']).startswith('disagrees: ')
+
+
+def test_a_sample_over_seeds(findings):
+    s = findings.Sample([0.6, 0.7, 0.8])
+    assert (s.n, s.spread(3)) == (3, '0.700 ± 0.100')
+    assert findings.Sample([0.65]).spread(3) == '0.650' and math.isnan(findings.Sample([0.65]).sd)
+
+
+def _cka(findings, **by_density):
+    """{density: Sample} from keyword lists: p1=[…], p8=[…] for p = 1, 1/8 …"""
+    return {1 / int(k[1:]): findings.Sample(v) for k, v in by_density.items()}
+
+
+def test_cka_rows_group_seeds_by_density(findings):
+    rows = [dict(density_b=d, mean_diagonal=v) for d, v in
+            [('1', '0.40'), ('0.03125', '0.65'), ('1', '0.38'), ('0.03125', '0.67')]]
+    cka = findings.cka_by_density(rows)
+    assert sorted(cka) == [0.03125, 1.0]
+    assert cka[1.0].values == [0.40, 0.38] and cka[0.03125].mean == pytest.approx(0.66)
+
+
+def test_cka_verdicts(findings):
+    """Fig. 2(a): sparse above dense beyond the spread, and a peak inside the range above the sparsest."""
+    inside = _cka(findings, p1=[0.40, 0.41, 0.39], p32=[0.70, 0.71, 0.69], p1024=[0.60, 0.61, 0.59])
+    assert findings.cka_verdict(inside) == (
+        'agrees: every sparse SW-MLP is closer to the Mixer than the dense MLP, beyond the seed spread; highest at '
+        'p = 1/32, above the sparsest (p = 1/1024) by Δ = +0.10 ± 0.01 (SE)')
+    edge = _cka(findings, p1=[0.40, 0.41, 0.39], p32=[0.60, 0.61, 0.59], p1024=[0.70, 0.71, 0.69])
+    assert findings.cka_verdict(edge) == (
+        'agrees in part: every sparse SW-MLP is closer to the Mixer than the dense MLP, beyond the seed spread; '
+        'highest at the sparsest measured, p = 1/1024: no maximum inside the range seen')
+    flat_peak = _cka(findings, p1=[0.40, 0.41, 0.39], p32=[0.66, 0.71, 0.61], p1024=[0.65, 0.70, 0.60])
+    assert findings.cka_verdict(flat_peak).endswith(', not beyond twice its standard error')
+    assert findings.cka_verdict(flat_peak).startswith('agrees in part: ')
+    one_close = _cka(findings, p1=[0.40, 0.50, 0.30], p8=[0.45, 0.55, 0.35], p32=[0.70, 0.71, 0.69])
+    assert findings.cka_verdict(one_close).startswith(
+        'agrees in part: 1 of 2 sparse SW-MLPs are closer to the Mixer than the dense MLP, beyond the seed spread')
+    dense_best = _cka(findings, p1=[0.80, 0.81, 0.79], p32=[0.60, 0.61, 0.59])
+    assert findings.cka_verdict(dense_best).startswith('disagrees: 0 of 1 sparse SW-MLPs')
+    one_seed = _cka(findings, p1=[0.39], p32=[0.65], p256=[0.72])
+    assert findings.cka_verdict(one_seed) == (
+        'agrees in part: every sparse SW-MLP is closer to the Mixer than the dense MLP (one seed, no spread to test '
+        'the differences against); highest at the sparsest measured, p = 1/256: no maximum inside the range seen')
