@@ -59,18 +59,20 @@ def test_rp_verdicts(findings):
 
 def test_width_verdicts(findings):
     """Fig. 5's row: the wider − the narrower error of an arm; lower agrees with the paper."""
-    assert findings._width_verdict('normal', -1.0, 0.2) == 'normal: agrees, the wider is better'
-    assert findings._width_verdict('RP', 1.0, 0.2) == 'RP: disagrees, the wider is worse'
-    assert findings._width_verdict('RP', -0.3, 0.2) == 'RP: no difference beyond twice its standard error'
-    assert findings._width_verdict('RP', -3.0, math.nan) == 'RP: no difference beyond twice its standard error'
+    assert findings._width_verdict('normal', -1.0, 0.2) == ('agrees', 'normal: agrees, the wider is better')
+    assert findings._width_verdict('RP', 1.0, 0.2) == ('disagrees', 'RP: disagrees, the wider is worse')
+    assert findings._width_verdict('RP', -0.3, 0.2) == ('', 'RP: no difference beyond twice its standard error')
+    assert findings._width_verdict('RP', -3.0, math.nan) == ('', 'RP: no difference beyond twice its standard error')
 
 
 def test_width_rows_overall_word(findings):
-    agree, none = 'normal: agrees, the wider is better', 'RP: no difference beyond twice its standard error'
-    assert findings._overall([agree, none]) == f'agrees in part: {agree}; {none}'
-    assert findings._overall([agree]) == f'agrees: {agree}'
-    assert findings._overall([none]) == f'not shown at this scale: {none}'
-    assert findings._overall([agree, 'RP: disagrees, the wider is worse']).startswith('disagrees: ')
+    agree = findings._width_verdict('normal', -1.0, 0.2)
+    none = findings._width_verdict('RP', -0.3, 0.2)
+    worse = findings._width_verdict('SW-MLP', 1.0, 0.2)
+    assert findings._overall([agree, none]) == f'agrees in part: {agree.text}; {none.text}'
+    assert findings._overall([agree]) == f'agrees: {agree.text}'
+    assert findings._overall([none]) == f'not shown at this scale: {none.text}'
+    assert findings._overall([agree, none, worse]) == f'disagrees: {agree.text}; {none.text}; {worse.text}'
 
 
 def test_a_sample_over_seeds(findings):

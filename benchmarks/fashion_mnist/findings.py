@@ -18,7 +18,7 @@ import math
 import statistics
 import sys
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, NamedTuple, Optional, Sequence, Tuple
 
 from timm_pkmixer.experiments.report import Point, build_report
 
@@ -242,21 +242,28 @@ def _density(p: float) -> str:
     return '1' if p == 1 else f'1/{round(1 / p)}' if math.isclose(1 / p, round(1 / p)) else f'{p:.4g}'
 
 
-def _width_verdict(kind: str, diff: float, se: float) -> str:
+class Verdict(NamedTuple):
+    """One arm's verdict: its word (agrees, disagrees, or '' when no difference counts) and its text."""
+    word: str
+    text: str
+
+
+def _width_verdict(kind: str, diff: float, se: float) -> Verdict:
     """The wider − the narrower error of one arm: lower is the paper's claim (Fig. 5: error falls as m grows)."""
     if not shown(diff, se):
-        return f'{kind}: no difference beyond twice its standard error'
-    return f'{kind}: {"agrees" if diff < 0 else "disagrees"}, the wider is {"better" if diff < 0 else "worse"}'
+        return Verdict('', f'{kind}: no difference beyond twice its standard error')
+    word = 'agrees' if diff < 0 else 'disagrees'
+    return Verdict(word, f'{kind}: {word}, the wider is {"better" if diff < 0 else "worse"}')
 
 
-def _overall(verdicts: Sequence[str]) -> str:
+def _overall(verdicts: Sequence[Verdict]) -> str:
     """One plain word before the arms' verdicts: agrees (every arm), agrees in part, disagrees (any arm), or not
     shown (no arm beyond its spread)."""
-    said = [v.split(': ', 1)[1] for v in verdicts]
-    word = ('disagrees' if any(v.startswith('disagrees') for v in said) else
-            'agrees' if said and all(v.startswith('agrees') for v in said) else
-            'agrees in part' if any(v.startswith('agrees') for v in said) else 'not shown at this scale')
-    return f'{word}: {"; ".join(verdicts)}'
+    words = [v.word for v in verdicts]
+    word = ('disagrees' if 'disagrees' in words else
+            'agrees' if words and all(w == 'agrees' for w in words) else
+            'agrees in part' if 'agrees' in words else 'not shown at this scale')
+    return f'{word}: {"; ".join(v.text for v in verdicts)}'
 
 
 def _fig5_kind(arm: Arm) -> str:
