@@ -95,24 +95,29 @@ def test_cka_rows_group_seeds_by_density(findings):
 
 
 def test_cka_verdicts(findings):
-    """Fig. 2(a): sparse above dense beyond the spread, and a peak inside the range above the sparsest."""
-    inside = _cka(findings, p1=[0.40, 0.41, 0.39], p32=[0.70, 0.71, 0.69], p1024=[0.60, 0.61, 0.59])
-    assert findings.cka_verdict(inside) == (
-        'agrees: every sparse SW-MLP is closer to the Mixer than the dense MLP, beyond the seed spread; highest at '
-        'p = 1/32, above the sparsest (p = 1/1024) by Δ = +0.10 ± 0.01 (SE)')
+    """Fig. 2(a): p = 1/C above the dense MLP, and a peak inside the range above the sparsest, each beyond 2 SE."""
+    inside = _cka(findings, p1=[0.40, 0.41, 0.39], p8=[0.40, 0.45, 0.35], p32=[0.70, 0.71, 0.69],
+                  p1024=[0.60, 0.61, 0.59])
+    assert findings.cka_verdict(inside, 1 / 32) == (
+        'agrees: p = 1/C = 1/32 against p = 1: Δ = +0.30 ± 0.01 (SE); 2 of 3 sparse SW-MLPs closer than the dense '
+        'MLP beyond the seed spread; highest at p = 1/32, above the sparsest (p = 1/1024) by Δ = +0.10 ± 0.01 (SE)')
     edge = _cka(findings, p1=[0.40, 0.41, 0.39], p32=[0.60, 0.61, 0.59], p1024=[0.70, 0.71, 0.69])
-    assert findings.cka_verdict(edge) == (
-        'agrees in part: every sparse SW-MLP is closer to the Mixer than the dense MLP, beyond the seed spread; '
+    assert findings.cka_verdict(edge, 1 / 32).startswith('agrees in part: p = 1/C = 1/32 against p = 1: Δ = +0.20')
+    assert findings.cka_verdict(edge, 1 / 32).endswith(
         'highest at the sparsest measured, p = 1/1024: no maximum inside the range seen')
     flat_peak = _cka(findings, p1=[0.40, 0.41, 0.39], p32=[0.66, 0.71, 0.61], p1024=[0.65, 0.70, 0.60])
-    assert findings.cka_verdict(flat_peak).endswith(', not beyond twice its standard error')
-    assert findings.cka_verdict(flat_peak).startswith('agrees in part: ')
-    one_close = _cka(findings, p1=[0.40, 0.50, 0.30], p8=[0.45, 0.55, 0.35], p32=[0.70, 0.71, 0.69])
-    assert findings.cka_verdict(one_close).startswith(
-        'agrees in part: 1 of 2 sparse SW-MLPs are closer to the Mixer than the dense MLP, beyond the seed spread')
-    dense_best = _cka(findings, p1=[0.80, 0.81, 0.79], p32=[0.60, 0.61, 0.59])
-    assert findings.cka_verdict(dense_best).startswith('disagrees: 0 of 1 sparse SW-MLPs')
+    assert findings.cka_verdict(flat_peak, 1 / 32).endswith(', not beyond twice its standard error')
+    assert findings.cka_verdict(flat_peak, 1 / 32).startswith('agrees in part: ')
+    dense_best = _cka(findings, p1=[0.80, 0.81, 0.79], p32=[0.60, 0.61, 0.59], p1024=[0.50, 0.51, 0.49])
+    assert findings.cka_verdict(dense_best, 1 / 32) == (
+        'disagrees: p = 1/C = 1/32 against p = 1: Δ = -0.20 ± 0.01 (SE); 0 of 2 sparse SW-MLPs closer than the dense '
+        'MLP beyond the seed spread; highest at the dense MLP, p = 1: no maximum inside the range seen')
     one_seed = _cka(findings, p1=[0.39], p32=[0.65], p256=[0.72])
-    assert findings.cka_verdict(one_seed) == (
-        'agrees in part: every sparse SW-MLP is closer to the Mixer than the dense MLP (one seed, no spread to test '
-        'the differences against); highest at the sparsest measured, p = 1/256: no maximum inside the range seen')
+    assert findings.cka_verdict(one_seed, 1 / 32) == (
+        'not shown at this scale: p = 1/C = 1/32 against p = 1: Δ = +0.26, not beyond twice its standard error; 0 of 2 '
+        'sparse SW-MLPs closer than the dense MLP beyond the seed spread; highest at the sparsest measured, '
+        'p = 1/256: no maximum inside the range seen')
+
+
+def test_densities_read_back_as_fractions(findings):
+    assert [findings._density(p) for p in (1.0, 0.03125, 0.000976562, 0.1264)] == ['1', '1/32', '1/1024', '0.1264']

@@ -184,29 +184,31 @@ def cka_by_density(rows: Sequence[Dict[str, str]]) -> Dict[float, Sample]:
     return {p: Sample(v) for p, v in by.items()}
 
 
-def cka_verdict(cka: Dict[float, Sample]) -> str:
-    """Fig. 2(a)'s two claims: every sparse SW-MLP is closer to the Mixer than the dense one (p = 1), and the mean
-    diagonal CKA peaks at an intermediate sparsity (above the sparsest measured beyond twice its standard error)."""
-    sparse, dense = sorted((p for p in cka if p < 1), reverse=True), cka[1.0]
-    if any(s.n < 2 for s in cka.values()):
-        closer = [p for p in sparse if cka[p].mean > dense.mean]
-        caveat = ' (one seed, no spread to test the differences against)'
-    else:
-        closer = [p for p in sparse if cka[p].mean > dense.mean and shown(*difference(cka[p], dense))]
-        caveat = ', beyond the seed spread'
-    dense_text = ('every sparse SW-MLP is closer to the Mixer than the dense MLP' if closer == sparse else
-                  f'{len(closer)} of {len(sparse)} sparse SW-MLPs are closer to the Mixer than the dense MLP') + caveat
+def cka_verdict(cka: Dict[float, Sample], mixer_p: float) -> str:
+    """Fig. 2(a)'s two claims: the SW-MLP of the Mixer's own density p = 1/C is closer to the Mixer than the dense
+    one (p = 1), and the mean diagonal CKA peaks at an intermediate sparsity (above the sparsest measured); each
+    counts beyond twice its standard error. Also says how many sparse SW-MLPs are closer than the dense one."""
+    dense, own = cka[1.0], cka[mixer_p]
+    diff, se = difference(own, dense)
+    closer_own = shown(diff, se) and diff > 0
+    parts = [f'p = 1/C = {_density(mixer_p)} against p = 1: {_diff_text(diff, se)}' +
+             ('' if shown(diff, se) else ', not beyond twice its standard error')]
+    sparse = [p for p in cka if p < 1]
+    closer = [p for p in sparse if shown(*difference(cka[p], dense)) and cka[p].mean > dense.mean]
+    parts.append(f'{len(closer)} of {len(sparse)} sparse SW-MLPs closer than the dense MLP beyond the seed spread')
     best, sparsest = max(cka, key=lambda p: cka[p].mean), min(cka)
-    if best == sparsest:
+    if best in (1.0, sparsest):
         interior = False
-        peak = f'highest at the sparsest measured, p = {_density(best)}: no maximum inside the range seen'
+        parts.append(f'highest at the {"dense MLP" if best == 1.0 else "sparsest measured"}, p = {_density(best)}: no '
+                     f'maximum inside the range seen')
     else:
-        diff, se = difference(cka[best], cka[sparsest])
-        interior = shown(diff, se)
-        peak = (f'highest at p = {_density(best)}, above the sparsest (p = {_density(sparsest)}) by '
-                f'{_diff_text(diff, se)}' + ('' if interior else ', not beyond twice its standard error'))
-    word = 'agrees' if closer == sparse and interior else 'agrees in part' if closer else 'disagrees'
-    return f'{word}: {dense_text}; {peak}'
+        diff_peak, se_peak = difference(cka[best], cka[sparsest])
+        interior = shown(diff_peak, se_peak)
+        parts.append(f'highest at p = {_density(best)}, above the sparsest (p = {_density(sparsest)}) by '
+                     f'{_diff_text(diff_peak, se_peak)}' + ('' if interior else ', not beyond twice its standard error'))
+    word = ('disagrees' if shown(diff, se) and diff < 0 else 'agrees' if closer_own and interior else
+            'agrees in part' if closer_own or interior else 'not shown at this scale')
+    return f'{word}: {"; ".join(parts)}'
 
 
 def row_fig2_cka() -> Optional[str]:
@@ -231,15 +233,14 @@ def row_fig2_cka() -> Optional[str]:
             f'one | '
             f'mean diagonal CKA against the Mixer of the same seed (S = C = {width}, L = 3, γ = 2; {mixer.epochs} '
             f'ep.; {seeds_text}), {rows[0]["examples"]} test images in random batches of {rows[0]["batch_size"]}: '
-            f'{found} | {cka_verdict(cka)} | '
+            f'{found} | {cka_verdict(cka, 1 / width)} | '
             f'Fashion-MNIST, not CIFAR-10; {len(cka)} densities, not 11; {mixer.epochs} epochs, not 600 | '
-            f'`pkmixer report benchmarks/fashion_mnist/fig2/epochs.csv --out-dir OUT` (errors); the CKA from '
-            f'the run folders (docs/findings.md) |')
+            f'{_cmd("fig2", "density")} (errors); the CKA from the run folders (docs/findings.md) |')
 
 
 def _density(p: float) -> str:
-    """1, 1/32, 1/256: a power of two as a fraction."""
-    return '1' if p == 1 else f'1/{round(1 / p)}' if math.isclose(1 / p, round(1 / p)) else f'{p:.4g}'
+    """1, 1/32, 1/1024: a reciprocal as a fraction (cka_summary.csv writes 6 significant digits: 0.000976562)."""
+    return '1' if p == 1 else f'1/{round(1 / p)}' if math.isclose(1 / p, round(1 / p), rel_tol=1e-5) else f'{p:.4g}'
 
 
 class Verdict(NamedTuple):
