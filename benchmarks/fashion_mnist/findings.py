@@ -204,8 +204,9 @@ def cka_verdict(cka: Dict[float, Sample], mixer_p: float) -> str:
     else:
         diff_peak, se_peak = difference(cka[best], cka[sparsest])
         interior = shown(diff_peak, se_peak)
+        beyond = '' if interior else ', not beyond twice its standard error'
         parts.append(f'highest at p = {_density(best)}, above the sparsest (p = {_density(sparsest)}) by '
-                     f'{_diff_text(diff_peak, se_peak)}' + ('' if interior else ', not beyond twice its standard error'))
+                     f'{_diff_text(diff_peak, se_peak)}{beyond}')
     word = ('disagrees' if shown(diff, se) and diff < 0 else 'agrees' if closer_own and interior else
             'agrees in part' if closer_own or interior else 'not shown at this scale')
     return f'{word}: {"; ".join(parts)}'
