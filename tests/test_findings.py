@@ -31,22 +31,14 @@ def test_a_doc_whose_table_differs_is_named(findings, tmp_path, capsys):
     assert capsys.readouterr().err.startswith(f'{doc}: its findings table differs from the committed results')
 
 
-class _Arm:
-    def __init__(self, errors, epochs=15):
-        self.errors, self.epochs = errors, epochs
-        self.n = len(errors)
-        self.mean = sum(errors) / len(errors)
-        self.sd = (math.sqrt(sum((e - self.mean) ** 2 for e in errors) / (self.n - 1)) if self.n > 1 else math.nan)
-
-
 def test_a_difference_counts_beyond_twice_its_standard_error(findings):
-    a, b = _Arm([10.0, 11.0, 12.0]), _Arm([12.0, 13.0, 14.0])
+    a, b = findings.Sample([10.0, 11.0, 12.0]), findings.Sample([12.0, 13.0, 14.0])
     diff, se = findings.difference(a, b)
     assert diff == -2.0 and se == pytest.approx(math.sqrt(2 / 3))  # sd 1 in each arm, n = 3
     assert findings.shown(diff, se)  # 2 > 2 × 0.816
     assert not findings.shown(-1.5, se)
-    assert math.isnan(findings.difference(_Arm([10.0]), b)[1]) and not findings.shown(*findings.difference(
-        _Arm([10.0]), b))  # one seed: no spread, nothing counts
+    assert math.isnan(findings.difference(findings.Sample([10.0]), b)[1]) and not findings.shown(*findings.difference(
+        findings.Sample([10.0]), b))  # one seed: no spread, nothing counts
 
 
 def test_rp_verdicts(findings):
