@@ -113,3 +113,26 @@ def test_cka_verdicts(findings):
 
 def test_densities_read_back_as_fractions(findings):
     assert [findings._density(p) for p in (1.0, 0.03125, 0.000976562, 0.1264)] == ['1', '1/32', '1/1024', '0.1264']
+
+
+def _cost_json(path: Path, device: str, eager: float, compiled: float) -> None:
+    import json
+    path.mkdir(parents=True)
+    results = [dict(mode=mode, ratios=[ratio] * 3, seconds_per_step=dict(normal=[step] * 3, random=[ratio * step] * 3))
+               for mode, ratio, step in (('eager', eager, 0.1), ('compile', compiled, 0.13))]
+    (path / 'rp_cost.json').write_text(json.dumps(dict(env=dict(device=device), results=results)), encoding='utf-8')
+
+
+def test_the_rp_cost_row_takes_its_word_from_the_gpu(findings, tmp_path, monkeypatch):
+    """Table S.3 timed a GPU: a GPU measurement decides the word, the CPU's verdicts are listed beside it."""
+    monkeypatch.setattr(findings, 'HERE', tmp_path / 'fashion_mnist')
+    _cost_json(tmp_path / 'speed' / 'rp_cost', 'cpu', 1.3, 0.97)
+    cpu_only = findings.row_rp_cost()
+    assert ('one CPU thread (CPU time): eager ×1.300, compile ×0.970 | CPU: disagrees eager (×1.300); agrees compile '
+            '(×0.970), the compiled normal model itself ×1.30 its eager time |') in cpu_only
+    _cost_json(tmp_path / 'speed' / 'rp_cost_gpu', 'NVIDIA H200', 1.7, 1.0)
+    row = findings.row_rp_cost()
+    assert ('; one NVIDIA H200 (wall time, synchronized): eager ×1.700, compile ×1.000 | agrees in part on the GPU '
+            "(Table S.3's kind of machine). CPU: ") in row
+    assert 'NVIDIA H200: disagrees eager (×1.700); agrees compile (×1.000) |' in row
+    assert row.count('` and `') == 1 and '--device cuda' in row  # both commands

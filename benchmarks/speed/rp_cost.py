@@ -1,4 +1,4 @@
-"""RP's cost on real work: the CPU time of a training step of the RP S-Mixer against its normal twin, on the
+"""RP's cost on real work: the time of a training step of the RP S-Mixer against its normal twin (CPU or GPU), on the
 Fashion-MNIST recipe's model and batch (`fashion_mnist/s_mixer_fig7`: the S-Mixer S = C = 64, L = 8, one input
 channel, 10 classes, batch 128, Nesterov SGD as the recipe sets it), and per epoch (60,000 images: 468 steps).
 
@@ -13,6 +13,10 @@ step, on a fixed random batch (no data loading, the same for both models).
     python benchmarks/speed/rp_cost.py                      # eager and compile; writes benchmarks/speed/rp_cost/
     python benchmarks/speed/rp_cost.py --quick              # fewer repetitions
     python benchmarks/speed/rp_cost.py --modes eager --profile   # and where each step spends its CPU
+    python benchmarks/speed/rp_cost.py --device cuda --out-dir benchmarks/speed/rp_cost_gpu   # Table S.3's setting
+
+On a GPU (``--device cuda``) a step's time is wall-clock time with the device synchronized before and after each
+repetition's steps (``time.perf_counter``), not process CPU time: the GPU's work is what the step waits for.
 
 Writes ``rp_cost.md`` (the tables, the environment, and with ``--profile`` the operators whose CPU time differs
 most between the two models) and ``rp_cost.json`` (every measurement) into ``--out-dir``; prints the Markdown.
@@ -38,15 +42,17 @@ from timm_pkmixer.layers.gather import GATHER_TABLE, tuned_choices, use_gather_b
 
 RECIPE = 'fashion_mnist/s_mixer_fig7'
 TRAIN_IMAGES = 60000  # Fashion-MNIST's training set: an epoch is TRAIN_IMAGES // batch steps (train.py drops the last)
+CPU = torch.device('cpu')
 TARGET = 1.05  # RP / normal per epoch; the paper's Table S.3: +5.4 % (V100)
 
 
-def build(recipe: Dict[str, Any], permutation: str) -> Tuple[torch.nn.Module, torch.optim.Optimizer]:
-    """The recipe's model (with `permutation`) and optimizer, as train.py creates them."""
+def build(recipe: Dict[str, Any], permutation: str,
+          device: torch.device = CPU) -> Tuple[torch.nn.Module, torch.optim.Optimizer]:
+    """The recipe's model (with `permutation`) on `device` and its optimizer, as train.py creates them."""
     torch.manual_seed(0)
     model = timm.create_model(recipe['model'], num_classes=recipe['num_classes'], in_chans=recipe['in_chans'],
                               permutation=permutation, **(recipe.get('model_kwargs') or {}))
-    model.train()
+    model.to(device).train()
     optimizer = create_optimizer_v2(model, opt=recipe['opt'], lr=recipe['lr'], momentum=recipe.get('momentum', 0.9),
                                     weight_decay=recipe['weight_decay'])
     return model, optimizer
@@ -55,14 +61,16 @@ def build(recipe: Dict[str, Any], permutation: str) -> Tuple[torch.nn.Module, to
 class Stepper:
     """One model's training step (train.py's: forward, loss, backward, optimizer step) on a fixed batch."""
 
-    def __init__(self, recipe: Dict[str, Any], permutation: str, mode: str, batch: int):
-        self.model, self.optimizer = build(recipe, permutation)
+    def __init__(self, recipe: Dict[str, Any], permutation: str, mode: str, batch: int,
+                 device: torch.device = CPU):
+        self.device = device
+        self.model, self.optimizer = build(recipe, permutation, device)
         self.name = f'{recipe["model"]} permutation={permutation}'
         self.forward = torch.compile(self.model) if mode == 'compile' else self.model
         gen = torch.Generator().manual_seed(1)
         size = recipe['img_size']
-        self.x = torch.randn(batch, recipe['in_chans'], size, size, generator=gen)
-        self.y = torch.randint(0, recipe['num_classes'], (batch,), generator=gen)
+        self.x = torch.randn(batch, recipe['in_chans'], size, size, generator=gen).to(device)
+        self.y = torch.randint(0, recipe['num_classes'], (batch,), generator=gen).to(device)
 
     def step(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
@@ -70,11 +78,19 @@ class Stepper:
         loss.backward()
         self.optimizer.step()
 
-    def cpu_per_step(self, steps: int) -> float:
-        start = time.process_time()
+    def time_per_step(self, steps: int) -> float:
+        """Seconds per step: this process's CPU time on a CPU, synchronized wall-clock time on a GPU."""
+        if self.device.type == 'cpu':
+            start = time.process_time()
+            for _ in range(steps):
+                self.step()
+            return (time.process_time() - start) / steps
+        torch.cuda.synchronize(self.device)
+        start = time.perf_counter()
         for _ in range(steps):
             self.step()
-        return (time.process_time() - start) / steps
+        torch.cuda.synchronize(self.device)
+        return (time.perf_counter() - start) / steps
 
 
 def quartiles(values: Sequence[float]) -> Tuple[float, float, float]:
@@ -82,21 +98,26 @@ def quartiles(values: Sequence[float]) -> Tuple[float, float, float]:
     return q[0], statistics.median(values), q[2]
 
 
-def measure(recipe: Dict[str, Any], mode: str, batch: int, reps: int, steps: int, warmup: int) -> Dict[str, Any]:
-    """CPU seconds per step of each model in `reps` interleaved repetitions, and the per-repetition ratios."""
-    steppers = {p: Stepper(recipe, p, mode, batch) for p in ('normal', 'random')}
+def measure(recipe: Dict[str, Any], mode: str, batch: int, reps: int, steps: int, warmup: int,
+            device: torch.device = CPU) -> Dict[str, Any]:
+    """Seconds per step of each model (CPU time; on a GPU, wall time) in `reps` interleaved repetitions, and the
+    per-repetition ratios."""
+    steppers = {p: Stepper(recipe, p, mode, batch, device) for p in ('normal', 'random')}
     t0 = time.time()
     for s in steppers.values():  # warm-up (compile: the compilation itself)
         for _ in range(warmup):
             s.step()
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
     warm_s = time.time() - t0
     times: Dict[str, List[float]] = {p: [] for p in steppers}
     for rep in range(reps):
         order = ('normal', 'random') if rep % 2 == 0 else ('random', 'normal')
         for p in order:
-            times[p].append(steppers[p].cpu_per_step(steps))
+            times[p].append(steppers[p].time_per_step(steps))
     ratios = [r / n for r, n in zip(times['random'], times['normal'])]
-    return dict(mode=mode, reps=reps, steps=steps, warmup=warmup, warmup_wall_s=warm_s, cpu_per_step=times,
+    return dict(mode=mode, reps=reps, steps=steps, warmup=warmup, warmup_wall_s=warm_s,
+                clock='process CPU' if device.type == 'cpu' else 'wall, synchronized', seconds_per_step=times,
                 ratios=ratios, params={p: sum(t.numel() for t in s.model.parameters()) for p, s in steppers.items()})
 
 
@@ -160,14 +181,16 @@ def fmt(q: Tuple[float, float, float], scale: float = 1.0, digits: int = 1) -> s
 def markdown(results: List[Dict[str, Any]], env: Dict[str, Any], batch: int,
              profiles: Dict[str, Dict[str, Dict[str, float]]], ops: Dict[str, Any]) -> str:
     steps_per_epoch = TRAIN_IMAGES // batch
-    lines = [f'RP S-Mixer against the normal one, `{RECIPE}` (batch {batch}, {env["threads"]} thread): CPU time '
+    where = (f'{env["threads"]} thread): CPU time' if env['device'] == 'cpu' else
+             f'{env["device"]}): wall-clock time, the GPU synchronized,')
+    lines = [f'RP S-Mixer against the normal one, `{RECIPE}` (batch {batch}, {where} '
              f'per training step (ms; median [IQR] over the repetitions) and per epoch of {TRAIN_IMAGES} images '
              f'({steps_per_epoch} steps, extrapolated), and the ratio RP / normal (median of the per-repetition '
              f'ratios [IQR]); target ≤ {TARGET}.', '',
              '| mode | normal ms/step | RP ms/step | normal s/epoch | RP s/epoch | RP / normal | ≤ 1.05 |',
              '|---|---|---|---|---|---|---|']
     for r in results:
-        n, p, ratio = (quartiles(r['cpu_per_step']['normal']), quartiles(r['cpu_per_step']['random']),
+        n, p, ratio = (quartiles(r['seconds_per_step']['normal']), quartiles(r['seconds_per_step']['random']),
                        quartiles(r['ratios']))
         lines.append(f'| {r["mode"]} ({r["reps"]} × {r["steps"]} steps) | {fmt(n, 1e3)} | {fmt(p, 1e3)} | '
                      f'{n[1] * steps_per_epoch:.1f} | {p[1] * steps_per_epoch:.1f} | {fmt(ratio, digits=3)} | '
@@ -204,8 +227,19 @@ def main(argv: Sequence[str] = None) -> None:
                         help="also profile each model's step per mode, and time one permutation of each kind")
     parser.add_argument('--gather', default=None, choices=('tuned', 'index_select', 'gather'),
                         help="the RP model's eager gather backend (default: the package's table: tuned)")
+    parser.add_argument('--device', default='cpu', help="'cpu' (default) or a CUDA device ('cuda', 'cuda:1')")
     parser.add_argument('--out-dir', default=str(Path(__file__).with_name('rp_cost')))
     args = parser.parse_args(argv)
+    try:
+        device = torch.device(args.device)
+    except RuntimeError:
+        parser.error(f'--device {args.device}: not a device name (cpu, cuda, cuda:1)')
+    if device.type not in ('cpu', 'cuda'):
+        parser.error(f'--device {args.device}: a CPU or a CUDA device')
+    if device.type == 'cuda' and not torch.cuda.is_available():
+        parser.error(f'--device {args.device}: this machine has no CUDA device')
+    if device.type == 'cuda' and (args.profile or args.gather):
+        parser.error('--profile and --gather time CPU work only: leave them out with --device cuda')
     if args.quick:
         args.reps, args.steps = 5, 3
     torch.set_num_threads(1)
@@ -213,12 +247,13 @@ def main(argv: Sequence[str] = None) -> None:
     batch = args.batch_size or recipe['batch_size']
     load = os.getloadavg()
     with use_gather_backend(args.gather, 'cpu', ('eager',)) if args.gather else contextlib.nullcontext():
-        results = [measure(recipe, mode, batch, args.reps, args.steps, args.warmup) for mode in args.modes]
+        results = [measure(recipe, mode, batch, args.reps, args.steps, args.warmup, device) for mode in args.modes]
         profiles = {mode: profile(recipe, mode, batch, 3) for mode in args.modes} if args.profile else {}
         ops = permutation_ops(recipe, batch) if args.profile else {}
-        backend = GATHER_TABLE['cpu', 'eager']
-    chosen = ', '.join(f'tuned for ({k[2]}, {k[3]}): {v}' for k, v in tuned_choices().items() if k[0] == 'cpu')
-    env = dict(threads=torch.get_num_threads(), gather=backend + (f' ({chosen})' if chosen else ''),
+        backend = GATHER_TABLE.get((device.type, 'eager')) or GATHER_TABLE['*', 'eager']
+    chosen = ', '.join(f'tuned for ({k[2]}, {k[3]}): {v}' for k, v in tuned_choices().items() if k[0] == device.type)
+    env = dict(device='cpu' if device.type == 'cpu' else torch.cuda.get_device_name(device),
+               threads=torch.get_num_threads(), gather=backend + (f' ({chosen})' if chosen else ''),
                torch=torch.__version__, timm=timm.__version__,
                cpu=platform.processor() or platform.machine(), cores=os.cpu_count(),
                load=f'{load[0]:.1f} before, {os.getloadavg()[0]:.1f} after',
