@@ -14,6 +14,7 @@ import yaml
 from timm_pkmixer.catalog import summarize
 from timm_pkmixer.cli import main as cli_main
 from timm_pkmixer.cli import main as pkmixer
+from timm_pkmixer.experiments.launch_marker import recipe_experiments
 from timm_pkmixer.experiments.recipes import check_recipe_keys, list_recipes, load_recipe, recipe_root, resolve_recipe
 from timm_pkmixer.experiments.sweep_plan import experiment_points, plan_sweep
 from timm_pkmixer.experiments.sweep_planners import gamma_points
@@ -175,6 +176,11 @@ def test_sweep_refuses_a_folder_with_another_sweep_unless_added_to(tmp_path, cap
     record = json.loads((tmp_path / 'sweep.json').read_text())
     assert [s['experiment'] for s in record['sweeps']] == ['depth', 'rp-block']
     assert len(list(tmp_path.glob('*.yaml'))) == 10 + 10
+    # what `pkmixer report` reads back: each recipe file's experiment
+    experiments = recipe_experiments(tmp_path)
+    assert sorted(experiments) == sorted(p.name for p in tmp_path.glob('*.yaml'))
+    assert sorted(set(experiments.values())) == ['depth', 'rp-block']
+    assert all(experiments[f] == 'depth' for f in experiments if f.startswith('depth_'))
 
 
 def test_a_sweep_record_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):

@@ -443,3 +443,27 @@ def test_a_recorded_epoch_count_that_does_not_fit_is_not_used(launched, schedule
     assert run_progress(run_dir, schedule).state == 'finished'
     record = json.loads((launched / 'launch' / 'runs' / 'a.json').read_text())
     assert run_state_with_schedule(run_dir, record['schedule']).status == 'finished'
+
+
+# ------------------------------------------------------------------------------------------------- the report
+
+def test_the_report_names_the_experiment_the_runs_sweep_named(sweep):
+    """A run's launch marker names its folder and recipe; the folder's sweep.json (`pkmixer sweep`) names the
+    recipe's experiment. When every run's sweep named the same one, the report takes it; given, the caller's wins;
+    sweeps of several experiments fall back to what varies, with a warning."""
+    runs = str(sweep / 'runs')
+    assert build_report([runs]).experiment == 'single'  # hand-written recipes a and b (seeds 0 and 1): by what varies
+    record = dict(sweeps=[dict(experiment='density', points=[dict(files=['a.yaml']), dict(files=['b.yaml'])])])
+    (sweep / 'sweep.json').write_text(json.dumps(record), encoding='utf-8')
+    report = build_report([runs])
+    assert report.experiment == 'density' and not any('sweeps of' in w for w in report.warnings)
+    assert build_report([runs], experiment='seeds').experiment == 'seeds'
+    record['sweeps'].append(dict(experiment='depth', points=[dict(files=['b.yaml'])]))
+    record['sweeps'][0]['points'].pop()
+    (sweep / 'sweep.json').write_text(json.dumps(record), encoding='utf-8')
+    report = build_report([runs])
+    assert report.experiment == 'single' and report.warnings[0] == (
+        'the runs come from sweeps of 2 experiments (density, depth): named single by what varies; name it with '
+        'experiment=')
+    (sweep / 'sweep.json').write_text('not json', encoding='utf-8')  # unreadable: as if there were none
+    assert build_report([runs]).experiment == 'single'

@@ -33,5 +33,6 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                                            'epochs.csv written by an earlier report')
     p.add_argument('--out-dir', required=True, help='where the report goes')
     p.add_argument('--experiment', choices=EXPERIMENTS, default=None,
-                   help='name the experiment (default: from what varies between the groups)')
+                   help="name the experiment (default: the one the runs' sweep named, else from what varies "
+                        'between the groups)')
     p.add_argument('--no-figures', action='store_true', help='write the tables only (no matplotlib needed)')

@@ -10,7 +10,9 @@ train.py's files (also behind ``pkmixer plot run``, ``push`` and ``analyze``):
   logging …; and the seed-tied model arguments ``perm_seed`` / ``mask_seed``) form one group, whatever their names;
   names are only shown to people.
   Equal numbers are equal (``gamma: 4`` and ``gamma: 4.0`` are one configuration).
-* **the experiment** is named by what varies between the groups' models (see :func:`infer_experiment`), or given.
+* **the experiment** is given, or the one every run's sweep named (``pkmixer sweep`` → ``pkmixer launch``:
+  :func:`~.launch_marker.swept_experiment`), or named by what varies between the groups' models
+  (:func:`infer_experiment`).
   Groups whose models are the same point of the figure but whose configurations differ elsewhere (another ``lr``,
   another ``data_dir`` …) are *listed*, run by run, and never averaged.
 * **epochs**: a ``summary.csv`` may hold the header again after ``--resume`` into the same folder, and an epoch more
@@ -47,7 +49,7 @@ from ..errors import InvalidArgumentError, UserInputError
 from ..markdown import markdown_table
 from ..permutation_kinds import PERMUTATION_KINDS
 from .epochs_csv import read_epochs_csv, write_epochs_csv
-from .launch_marker import launch_changes
+from .launch_marker import launch_changes, swept_experiment
 from .run_folder import SEED_MODEL_ARGS, Run, RunFileError, epoch_ranges, find_runs, read_run
 from .sweep_tables import EXPERIMENTS
 
@@ -305,6 +307,7 @@ def _read_runs(b: _Building) -> None:
             _logger.info(f'{p}: reading run {i + 1}/{len(found)} ({name})')
             try:
                 run, changed = read_run(folder, name), launch_changes(folder)
+                run.swept = swept_experiment(folder)
             except RunFileError as e:
                 b.report.unreadable.append((name, str(e).replace(f'{folder}{os.sep}', '')))  # the name says where
                 continue
@@ -364,10 +367,17 @@ def _list_groups_that_differ_elsewhere(b: _Building) -> None:
 
 
 def _name_the_experiment(b: _Building) -> None:
-    """The experiment (given, or by what varies) and the warnings about what else varies."""
+    """The experiment (given; else the one every run's sweep named; else by what varies) and the warnings about
+    what else varies."""
     inferred, varies = infer_experiment([f for _, _, f in b.usable]) if b.usable else ('single', [])
-    b.report.experiment, b.report.varies = b.experiment or inferred, varies
-    if '+' in inferred and b.experiment is None:
+    swept = {r.swept for members, _, _ in b.usable for r in members}
+    named = b.experiment or (next(iter(swept)) if len(swept) == 1 and None not in swept else None)
+    b.report.experiment, b.report.varies = named or inferred, varies
+    if named is None and len(swept - {None}) > 1:
+        b.report.warnings.append(f'the runs come from sweeps of {len(swept - {None})} experiments '
+                                 f'({", ".join(sorted(swept - {None}))}): named {inferred} by what varies; name it '
+                                 f'with experiment=')
+    elif '+' in inferred and named is None:
         b.report.warnings.append(f'{", ".join(varies)} vary between the groups, which is more than one experiment '
                                  f'({inferred}); name it with experiment=')
     training = sorted({k for (x, _, _) in b.usable for (y, _, _) in b.usable
@@ -403,7 +413,8 @@ def build_report(paths: Sequence[str], experiment: Optional[str] = None) -> Repo
 
     Args:
         paths: Where the runs are.
-        experiment: One of :data:`EXPERIMENTS` to name the experiment; None infers it (:func:`infer_experiment`).
+        experiment: One of :data:`EXPERIMENTS` to name the experiment; None: the runs' sweep's, else inferred
+            (:func:`infer_experiment`).
 
     Raises:
         InvalidArgumentError: `experiment` is unknown, or no run (folder with args.yaml) is found.

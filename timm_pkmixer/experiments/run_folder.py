@@ -233,6 +233,7 @@ class Run:
     required: Tuple[int, ...]               # the epochs train.py writes a summary row for
     problems: List[str] = field(default_factory=list)   # why it is not a measurement
     read_problems: List[str] = field(default_factory=list)  # the summary.csv's own faults (kept in epochs.csv)
+    swept: Optional[str] = None             # the experiment its sweep named (`pkmixer sweep`), if launched from one
 
     @property
     def model(self) -> str:
