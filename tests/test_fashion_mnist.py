@@ -324,3 +324,51 @@ def test_the_install_without_apt_get_says_why_and_skips(tmp_path):
     proc = install(3, path=str(tmp_path))
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.startswith('Fashion-MNIST unavailable: dataset-fashion-mnist is not installed and ')
+
+
+# ------------------------------------------------------------------------------------- RP's cost per real epoch
+
+def _rp_cost_script():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        'rp_cost', Path(__file__).resolve().parents[1] / 'benchmarks' / 'speed' / 'rp_cost.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_rp_cost_times_whole_epochs_through_the_recipes_loader(synthetic_source, tmp_path, capsys):
+    """benchmarks/speed/rp_cost.py --data-dir: each model's epochs through timm's loader of the prepared set, in
+    turn; the ratio of each repetition is RP's epoch over normal's, and the tables say what was timed."""
+    import json
+
+    from timm_pkmixer.experiments.fashion_mnist import prepare_fashion_mnist
+    data = tmp_path / 'fm'
+    prepare_fashion_mnist(str(data), source=str(synthetic_source))
+    rp_cost = _rp_cost_script()
+    out = tmp_path / 'out'
+    rp_cost.main(['--modes', 'eager', '--reps', '1', '--steps', '1', '--warmup', '1', '--data-dir', str(data),
+                  '--epoch-reps', '2', '--epoch-batches', '2', '--loader-workers', '0', '--out-dir', str(out)])
+    measured = json.loads((out / 'rp_cost.json').read_text(encoding='utf-8'))
+    epochs = measured['results'][0]['epochs']
+    assert (epochs['reps'], epochs['steps'], epochs['images']) == (2, 2, 256)
+    assert [len(epochs['seconds'][p]) for p in ('normal', 'random')] == [2, 2]
+    assert epochs['ratios'] == [r / n for r, n in zip(epochs['seconds']['random'], epochs['seconds']['normal'])]
+    assert measured['env']['loader_workers'] == 0
+    text = (out / 'rp_cost.md').read_text(encoding='utf-8')
+    assert ('Whole epochs of real training: 256 Fashion-MNIST images (2 steps) through the recipe\'s training loader '
+            '(0 loading workers), the two models alternating') in text
+    assert '\n| eager (2 epochs each) | ' in text and capsys.readouterr().out == text
+
+
+def test_rp_cost_refuses_a_missing_data_dir_and_a_device_it_cannot_use(tmp_path, capsys):
+    rp_cost = _rp_cost_script()
+    for argv, message in ((['--data-dir', str(tmp_path / 'none')],
+                           f'--data-dir {tmp_path / "none"}: no such folder (prepare it with pkmixer '
+                           f'prepare-fashion-mnist)'),
+                          (['--device', 'tpu'], '--device tpu: not a device name (cpu, cuda, cuda:1)'),
+                          (['--device', 'meta'], '--device meta: a CPU or a CUDA device')):
+        with pytest.raises(SystemExit) as e:
+            rp_cost.main([*argv, '--out-dir', str(tmp_path / 'out')])
+        assert e.value.code == 2 and capsys.readouterr().err.rstrip().endswith(f'error: {message}')
+    assert not (tmp_path / 'out').exists()

@@ -2,6 +2,7 @@
 its verdicts follow the stated rule (a difference counts when it exceeds twice its standard error)."""
 import importlib.util
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -115,24 +116,36 @@ def test_densities_read_back_as_fractions(findings):
     assert [findings._density(p) for p in (1.0, 0.03125, 0.000976562, 0.1264)] == ['1', '1/32', '1/1024', '0.1264']
 
 
-def _cost_json(path: Path, device: str, eager: float, compiled: float) -> None:
+def _cost_json(path: Path, device: str, eager: float, compiled: float, per_epoch: tuple = ()) -> None:
+    """An rp_cost.json with the given RP / normal ratios per step (and, given `per_epoch`, per whole epoch)."""
     import json
     path.mkdir(parents=True)
     results = [dict(mode=mode, ratios=[ratio] * 3, seconds_per_step=dict(normal=[step] * 3, random=[ratio * step] * 3))
                for mode, ratio, step in (('eager', eager, 0.1), ('compile', compiled, 0.13))]
-    (path / 'rp_cost.json').write_text(json.dumps(dict(env=dict(device=device), results=results)), encoding='utf-8')
+    for result, ratio in zip(results, per_epoch):
+        result['epochs'] = dict(ratios=[ratio - 0.01, ratio, ratio + 0.5])  # the median is the figure
+    env = dict(device=device, **(dict(loader_workers=4) if per_epoch else {}))
+    (path / 'rp_cost.json').write_text(json.dumps(dict(env=env, results=results)), encoding='utf-8')
 
 
-def test_the_rp_cost_row_takes_its_word_from_the_gpu(findings, tmp_path, monkeypatch):
-    """Table S.3 timed a GPU: a GPU measurement decides the word, the CPU's verdicts are listed beside it."""
+def test_the_rp_cost_row_takes_its_word_from_the_gpu_per_epoch(findings, tmp_path, monkeypatch):
+    """Table S.3 timed whole epochs on a GPU: a GPU's per-epoch measurement decides the word (its per-step one
+    when it has no epochs); the CPU's per-step verdicts are listed beside it."""
     monkeypatch.setattr(findings, 'HERE', tmp_path / 'fashion_mnist')
     _cost_json(tmp_path / 'speed' / 'rp_cost', 'cpu', 1.3, 0.97)
     cpu_only = findings.row_rp_cost()
-    assert ('one CPU thread (CPU time): eager ×1.300, compile ×0.970 | CPU: disagrees eager (×1.300); agrees compile '
-            '(×0.970), the compiled normal model itself ×1.30 its eager time |') in cpu_only
+    assert ('one CPU thread (CPU time): per step eager ×1.300, compile ×0.970 | CPU, per step: disagrees eager '
+            '(×1.300); agrees compile (×0.970), the compiled normal model itself ×1.30 its eager time |') in cpu_only
     _cost_json(tmp_path / 'speed' / 'rp_cost_gpu', 'NVIDIA H200', 1.7, 1.0)
     row = findings.row_rp_cost()
-    assert ('; one NVIDIA H200 (wall time, synchronized): eager ×1.700, compile ×1.000 | agrees in part on the GPU '
-            "(Table S.3's kind of machine). CPU: ") in row
-    assert 'NVIDIA H200: disagrees eager (×1.700); agrees compile (×1.000) |' in row
+    assert ('; one NVIDIA H200 (wall time, synchronized): per step eager ×1.700, compile ×1.000 | agrees in part, '
+            "judged on the GPU per step (Table S.3's kind of machine). CPU, per step: ") in row
+    assert 'NVIDIA H200, per step: disagrees eager (×1.700); agrees compile (×1.000) |' in row
     assert row.count('` and `') == 1 and '--device cuda' in row  # both commands
+    shutil.rmtree(tmp_path / 'speed' / 'rp_cost_gpu')
+    _cost_json(tmp_path / 'speed' / 'rp_cost_gpu', 'NVIDIA H200', 1.7, 1.0, per_epoch=(1.04, 0.93))
+    row = findings.row_rp_cost()
+    assert ("per step eager ×1.700, compile ×1.000; per epoch of real training (timm's loader, 4 workers) eager "
+            "×1.040, compile ×0.930 | agrees, judged on the GPU per epoch (Table S.3's kind of machine, and its "
+            "unit). ") in row
+    assert 'NVIDIA H200, per epoch: agrees eager (×1.040); agrees compile (×0.930) |' in row

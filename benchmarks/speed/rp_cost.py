@@ -14,6 +14,11 @@ step, on a fixed random batch (no data loading, the same for both models).
     python benchmarks/speed/rp_cost.py --quick              # fewer repetitions
     python benchmarks/speed/rp_cost.py --modes eager --profile   # and where each step spends its CPU
     python benchmarks/speed/rp_cost.py --device cuda --out-dir benchmarks/speed/rp_cost_gpu   # Table S.3's setting
+    python benchmarks/speed/rp_cost.py --data-dir data/fmnist   # and whole epochs of real training (Table S.3's unit)
+
+With ``--data-dir`` (a prepared Fashion-MNIST) each mode also times whole training epochs, wall clock: the recipe's
+training loader as train.py builds it (timm's create_dataset / create_loader, ``--loader-workers`` processes),
+each model in turn (the order reversed every other epoch), so loading counts as it does in a real epoch.
 
 On a GPU (``--device cuda``) a step's time is wall-clock time with the device synchronized before and after each
 repetition's steps (``time.perf_counter``), not process CPU time: the GPU's work is what the step waits for.
@@ -23,13 +28,14 @@ most between the two models) and ``rp_cost.json`` (every measurement) into ``--o
 """
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import platform
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import timm
 import torch
@@ -72,11 +78,26 @@ class Stepper:
         self.x = torch.randn(batch, recipe['in_chans'], size, size, generator=gen).to(device)
         self.y = torch.randint(0, recipe['num_classes'], (batch,), generator=gen).to(device)
 
-    def step(self) -> None:
+    def step(self, x: Optional[torch.Tensor] = None, y: Optional[torch.Tensor] = None) -> None:
+        """One training step on (x, y), by default the fixed batch."""
         self.optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(self.forward(self.x), self.y)
+        loss = F.cross_entropy(self.forward(self.x if x is None else x), self.y if y is None else y)
         loss.backward()
         self.optimizer.step()
+
+    def epoch_seconds(self, loader: Iterable, batches: Optional[int] = None) -> float:
+        """Wall-clock seconds of one pass over `loader` (its first `batches`; its workers' loading included), the
+        device synchronized."""
+        self._sync()
+        start = time.perf_counter()
+        for x, y in itertools.islice(loader, batches):
+            self.step(x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True))
+        self._sync()
+        return time.perf_counter() - start
+
+    def _sync(self) -> None:
+        if self.device.type == 'cuda':
+            torch.cuda.synchronize(self.device)
 
     def time_per_step(self, steps: int) -> float:
         """Seconds per step: this process's CPU time on a CPU, synchronized wall-clock time on a GPU."""
@@ -98,10 +119,39 @@ def quartiles(values: Sequence[float]) -> Tuple[float, float, float]:
     return q[0], statistics.median(values), q[2]
 
 
+def epoch_loader(recipe: Dict[str, Any], batch: int, data_dir: str, workers: int, device: torch.device) -> Iterable:
+    """The recipe's training loader as train.py builds it (timm's create_dataset / create_loader: its dataset, crop
+    mode, flip, jitter, AutoAugment, interpolation, mean and std, the prefetcher), over the prepared `data_dir`."""
+    from timm.data import create_dataset, create_loader
+    dataset = create_dataset(recipe['dataset'], root=data_dir, split=recipe['train_split'], is_training=True,
+                             download=False)
+    size = recipe['img_size']
+    return create_loader(dataset, input_size=(recipe['in_chans'], size, size), batch_size=batch, is_training=True,
+                         train_crop_mode=recipe.get('train_crop_mode'), hflip=recipe.get('hflip', 0.5),
+                         color_jitter=recipe.get('color_jitter', 0.4), auto_augment=recipe.get('aa'),
+                         interpolation=recipe.get('train_interpolation', 'random'), mean=tuple(recipe['mean']),
+                         std=tuple(recipe['std']), num_workers=workers, device=device, persistent_workers=workers > 0)
+
+
+def measure_epochs(steppers: Dict[str, 'Stepper'], loader: Iterable, batch: int, reps: int,
+                   batches: Optional[int]) -> Dict[str, Any]:
+    """Wall seconds per pass over `loader` of each model, alternating (the order reversed every other repetition),
+    after one batch that starts the loader's workers; and the per-repetition ratios."""
+    next(iter(loader))  # a persistent loader's workers start here, not in the first timed epoch
+    times: Dict[str, List[float]] = {p: [] for p in steppers}
+    for rep in range(reps):
+        for p in (('normal', 'random') if rep % 2 == 0 else ('random', 'normal')):
+            times[p].append(steppers[p].epoch_seconds(loader, batches))
+    steps = min(len(loader), batches or len(loader))
+    return dict(reps=reps, steps=steps, images=steps * batch, seconds=times,
+                ratios=[r / n for r, n in zip(times['random'], times['normal'])])
+
+
 def measure(recipe: Dict[str, Any], mode: str, batch: int, reps: int, steps: int, warmup: int,
-            device: torch.device = CPU) -> Dict[str, Any]:
+            device: torch.device = CPU, loader: Optional[Iterable] = None, epoch_reps: int = 0,
+            epoch_batches: Optional[int] = None) -> Dict[str, Any]:
     """Seconds per step of each model (CPU time; on a GPU, wall time) in `reps` interleaved repetitions, and the
-    per-repetition ratios."""
+    per-repetition ratios; with a `loader`, also whole epochs (:func:`measure_epochs`)."""
     steppers = {p: Stepper(recipe, p, mode, batch, device) for p in ('normal', 'random')}
     t0 = time.time()
     for s in steppers.values():  # warm-up (compile: the compilation itself)
@@ -116,9 +166,12 @@ def measure(recipe: Dict[str, Any], mode: str, batch: int, reps: int, steps: int
         for p in order:
             times[p].append(steppers[p].time_per_step(steps))
     ratios = [r / n for r, n in zip(times['random'], times['normal'])]
-    return dict(mode=mode, reps=reps, steps=steps, warmup=warmup, warmup_wall_s=warm_s,
-                clock='process CPU' if device.type == 'cpu' else 'wall, synchronized', seconds_per_step=times,
-                ratios=ratios, params={p: sum(t.numel() for t in s.model.parameters()) for p, s in steppers.items()})
+    result = dict(mode=mode, reps=reps, steps=steps, warmup=warmup, warmup_wall_s=warm_s,
+                  clock='process CPU' if device.type == 'cpu' else 'wall, synchronized', seconds_per_step=times,
+                  ratios=ratios, params={p: sum(t.numel() for t in s.model.parameters()) for p, s in steppers.items()})
+    if loader is not None and epoch_reps:
+        result['epochs'] = measure_epochs(steppers, loader, batch, epoch_reps, epoch_batches)
+    return result
 
 
 def profile(recipe: Dict[str, Any], mode: str, batch: int, steps: int, rounds: int = 3) -> Dict[str, Dict[str, float]]:
@@ -195,6 +248,20 @@ def markdown(results: List[Dict[str, Any]], env: Dict[str, Any], batch: int,
         lines.append(f'| {r["mode"]} ({r["reps"]} × {r["steps"]} steps) | {fmt(n, 1e3)} | {fmt(p, 1e3)} | '
                      f'{n[1] * steps_per_epoch:.1f} | {p[1] * steps_per_epoch:.1f} | {fmt(ratio, digits=3)} | '
                      f'{"met" if ratio[1] <= TARGET else "not met"} |')
+    epochs = [r for r in results if 'epochs' in r]
+    if epochs:
+        e0 = epochs[0]['epochs']
+        lines += ['', f'Whole epochs of real training: {e0["images"]} Fashion-MNIST images ({e0["steps"]} steps) '
+                      f'through the recipe\'s training loader ({env["loader_workers"]} loading worker'
+                      f'{"s" if env["loader_workers"] != 1 else ""}), the two '
+                      f'models alternating; wall-clock seconds per epoch (median [IQR]) and RP / normal:', '',
+                  '| mode | normal s/epoch | RP s/epoch | RP / normal | ≤ 1.05 |', '|---|---|---|---|---|']
+        for r in epochs:
+            e = r['epochs']
+            n, p, ratio = (quartiles(e['seconds']['normal']), quartiles(e['seconds']['random']),
+                           quartiles(e['ratios']))
+            lines.append(f'| {r["mode"]} ({e["reps"]} epochs each) | {fmt(n, digits=2)} | {fmt(p, digits=2)} | '
+                         f'{fmt(ratio, digits=3)} | {"met" if ratio[1] <= TARGET else "not met"} |')
     if ops:
         lines += ['', f'One permutation of a ({ops["shape"][0]}, {ops["shape"][1]}) batch (µs of CPU per call, '
                       f'median); a forward pass makes {ops["per_forward"]["transposes"]} transposes (normal) or '
@@ -228,8 +295,18 @@ def main(argv: Sequence[str] = None) -> None:
     parser.add_argument('--gather', default=None, choices=('tuned', 'index_select', 'gather'),
                         help="the RP model's eager gather backend (default: the package's table: tuned)")
     parser.add_argument('--device', default='cpu', help="'cpu' (default) or a CUDA device ('cuda', 'cuda:1')")
+    parser.add_argument('--data-dir', default=None,
+                        help='also time whole epochs of real training on this prepared Fashion-MNIST '
+                             '(pkmixer prepare-fashion-mnist DIR)')
+    parser.add_argument('--epoch-reps', type=int, default=3, help='epochs of each model per mode (default 3)')
+    parser.add_argument('--epoch-batches', type=int, default=None,
+                        help='cut each epoch to its first N batches (default: the whole training set)')
+    parser.add_argument('--loader-workers', type=int, default=4,
+                        help="data-loading worker processes (default 4, train.py's --workers default)")
     parser.add_argument('--out-dir', default=str(Path(__file__).with_name('rp_cost')))
     args = parser.parse_args(argv)
+    if args.data_dir is not None and not Path(args.data_dir).is_dir():
+        parser.error(f'--data-dir {args.data_dir}: no such folder (prepare it with pkmixer prepare-fashion-mnist)')
     try:
         device = torch.device(args.device)
     except RuntimeError:
@@ -247,14 +324,18 @@ def main(argv: Sequence[str] = None) -> None:
     batch = args.batch_size or recipe['batch_size']
     load = os.getloadavg()
     with use_gather_backend(args.gather, 'cpu', ('eager',)) if args.gather else contextlib.nullcontext():
-        results = [measure(recipe, mode, batch, args.reps, args.steps, args.warmup, device) for mode in args.modes]
+        loader = (epoch_loader(recipe, batch, args.data_dir, args.loader_workers, device) if args.data_dir else
+                  None)
+        results = [measure(recipe, mode, batch, args.reps, args.steps, args.warmup, device, loader, args.epoch_reps,
+                           args.epoch_batches) for mode in args.modes]
         profiles = {mode: profile(recipe, mode, batch, 3) for mode in args.modes} if args.profile else {}
         ops = permutation_ops(recipe, batch) if args.profile else {}
         backend = GATHER_TABLE.get((device.type, 'eager')) or GATHER_TABLE['*', 'eager']
     chosen = ', '.join(f'tuned for ({k[2]}, {k[3]}): {v}' for k, v in tuned_choices().items() if k[0] == device.type)
     env = dict(device='cpu' if device.type == 'cpu' else torch.cuda.get_device_name(device),
                threads=torch.get_num_threads(), gather=backend + (f' ({chosen})' if chosen else ''),
-               torch=torch.__version__, timm=timm.__version__,
+               **(dict(loader_workers=args.loader_workers) if args.data_dir else {}), torch=torch.__version__,
+               timm=timm.__version__,
                cpu=platform.processor() or platform.machine(), cores=os.cpu_count(),
                load=f'{load[0]:.1f} before, {os.getloadavg()[0]:.1f} after',
                date=time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))
