@@ -441,7 +441,9 @@ def test_task_timed_out_is_requeued_and_resumes(sweep, capsys):
     assert rc == 0, out
     job = re.search(r'as SLURM job array (\d+)', out).group(1)
     run_dir = sweep / 'runs' / 'a'
-    _until(lambda: (run_dir / 'summary.csv').is_file() and _summary_epochs(run_dir)[0])
+    # epoch 0 saved: its summary row is written first, then last.pth.tar (as train.py does), so a signal between
+    # the two would rightly train epoch 0 again
+    _until(lambda: (run_dir / 'last.pth.tar').is_file() and _summary_epochs(run_dir)[0])
     subprocess.run(['scancel', '--signal=USR2', job], check=True)
     _until(lambda: _job_field(job, 'JobState') not in ('RUNNING', 'COMPLETING', 'REQUEUED'))
     assert (_job_field(job, 'JobState'), _job_field(job, 'Reason')) == ('PENDING', 'BeginTime')  # requeued
