@@ -140,6 +140,13 @@ def test_local_two_workers_finish_fail_resume_retry_and_skip(tmp_path, data, cap
         'total 3: 0 pending, 0 running, 3 finished, 0 unfinished, 0 failed, 0 cancelled, 0 stale'
 
 
+def _an_epoch_saved(run_dir: Path) -> bool:
+    """An epoch's summary row and its last.pth.tar are both written: train.py (and the stand-in) write the row
+    first, so a run stopped between the two rightly trains that epoch again, and a test that stops it to watch it
+    resume waits for both."""
+    return (run_dir / 'last.pth.tar').is_file() and bool(_summary_epochs(run_dir)[0])
+
+
 @pytest.mark.slow  # a launch killed mid-run and a relaunch: 28 s on this busy 2-core machine
 def test_local_launcher_killed_then_relaunched_resumes(tmp_path, data, capsys):
     """--no-wait starts a background launcher; killing it (SIGTERM) stops its run after an epoch; the second launch
@@ -153,7 +160,7 @@ def test_local_launcher_killed_then_relaunched_resumes(tmp_path, data, capsys):
     assert rc == 2 and f'is being launched already, by PID {lock["pid"]}' in err
     run_dir = sweep / 'runs' / 'slow'
     deadline = time.time() + 300
-    while not ((run_dir / 'summary.csv').is_file() and _summary_epochs(run_dir)[0]) and time.time() < deadline:
+    while not _an_epoch_saved(run_dir) and time.time() < deadline:
         time.sleep(0.3)
     os.kill(lock['pid'], signal.SIGTERM)
     while (sweep / 'launch' / 'lock').exists() and time.time() < deadline:
@@ -306,7 +313,7 @@ def test_slurm_array_finishes_skips_resumes_cancelled_and_refuses_bad_partition(
     assert rc == 2 and f'is being launched already, by SLURM job {job} (`scancel {job}` stops it)' in err
     run_dir = sweep / 'runs' / 'slow'
     deadline = time.time() + 300
-    while not ((run_dir / 'summary.csv').is_file() and _summary_epochs(run_dir)[0]) and time.time() < deadline:
+    while not _an_epoch_saved(run_dir) and time.time() < deadline:
         time.sleep(0.3)
     assert _status(capsys, sweep)['slow']['state'] == 'running'
     subprocess.run(['scancel', job], check=True)
