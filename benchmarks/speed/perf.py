@@ -31,7 +31,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import timm_pkmixer  # noqa: F401  (registers the models)
-from timm_pkmixer.layers.gather import GATHER_TABLE, tuned_choices, use_gather_backend
+from timm_pkmixer.layers.gather import gather_spec, tuned_choices, use_gather_backend
 from timm_pkmixer.layers.permutation import FixedPermutation
 from timm_pkmixer.markdown import markdown_table
 
@@ -123,7 +123,7 @@ def section_op(b: Bench, batch: int, rows: int, cols: int) -> dict:
             gx.contiguous()  # the consumer (LayerNorm backward) needs a dense gradient
         return call
 
-    default = GATHER_TABLE.get((dev.type, 'eager')) or GATHER_TABLE[('*', 'eager')]
+    default = gather_spec(dev.type, 'eager')
     ref = f'ours (FixedPermutation, {default})'
     fns = {
         ref: run(ours),
@@ -431,7 +431,7 @@ def section_compile(b: Bench, batch_224: int, batch_32: int, quick: bool) -> dic
         ncls = 1000 if size == 224 else 10
         torch._dynamo.reset()
         fns, compile_s = {}, {}
-        default = GATHER_TABLE.get((b.device.type, 'compile')) or GATHER_TABLE[('*', 'compile')]
+        default = gather_spec(b.device.type, 'compile')
         alternative = 'index_select' if default == 'opaque' else 'opaque'
         other = 'gathers fused by inductor' if alternative == 'index_select' else 'gathers as opaque kernels'
         variants = [(base, None), (cand, None), (cand, alternative)]

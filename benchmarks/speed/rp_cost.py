@@ -44,7 +44,7 @@ from timm.optim import create_optimizer_v2
 
 import timm_pkmixer  # noqa: F401  (registers the models)
 from timm_pkmixer.experiments.recipes import load_recipe, resolve_recipe
-from timm_pkmixer.layers.gather import GATHER_TABLE, tuned_choices, use_gather_backend
+from timm_pkmixer.layers.gather import gather_spec, tuned_choices, use_gather_backend
 
 RECIPE = 'fashion_mnist/s_mixer_fig7'
 TRAIN_IMAGES = 60000  # Fashion-MNIST's training set: an epoch is TRAIN_IMAGES // batch steps (train.py drops the last)
@@ -330,7 +330,7 @@ def main(argv: Sequence[str] = None) -> None:
                            args.epoch_batches) for mode in args.modes]
         profiles = {mode: profile(recipe, mode, batch, 3) for mode in args.modes} if args.profile else {}
         ops = permutation_ops(recipe, batch) if args.profile else {}
-        backend = GATHER_TABLE.get((device.type, 'eager')) or GATHER_TABLE['*', 'eager']
+        backend = gather_spec(device.type, 'eager')
     chosen = ', '.join(f'tuned for ({k[2]}, {k[3]}): {v}' for k, v in tuned_choices().items() if k[0] == device.type)
     env = dict(device='cpu' if device.type == 'cpu' else torch.cuda.get_device_name(device),
                threads=torch.get_num_threads(), gather=backend + (f' ({chosen})' if chosen else ''),

@@ -35,8 +35,8 @@ from typing import Callable, Dict, Iterator, List, Sequence, Tuple, Type
 
 import torch
 
-__all__ = ['GATHER_TABLE', 'MODES', 'GatherFn', 'permute', 'current_mode', 'gather_backend', 'use_gather_backend',
-           'tuned_choices']
+__all__ = ['GATHER_TABLE', 'MODES', 'GatherFn', 'permute', 'current_mode', 'gather_spec', 'gather_backend',
+           'use_gather_backend', 'tuned_choices']
 
 GatherFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Sequence[int]], torch.Tensor]
 MODES = ('eager', 'compile', 'export', 'trace')
@@ -225,9 +225,14 @@ def current_mode() -> str:
     return 'compile' if torch.compiler.is_compiling() else 'eager'
 
 
+def gather_spec(device_type: str, mode: str) -> str:
+    """The backend :data:`GATHER_TABLE` names for (device type, mode): its own entry, else the ``'*'`` one."""
+    return GATHER_TABLE.get((device_type, mode)) or GATHER_TABLE[('*', mode)]
+
+
 def gather_backend(device_type: str, mode: str) -> GatherFn:
-    """The backend :data:`GATHER_TABLE` names for (device type, mode), imported on first use."""
-    spec = GATHER_TABLE.get((device_type, mode)) or GATHER_TABLE[('*', mode)]
+    """The backend :data:`GATHER_TABLE` names for (device type, mode) (:func:`gather_spec`), imported on first use."""
+    spec = gather_spec(device_type, mode)
     fn = _RESOLVED.get(spec)
     if fn is None:
         fn = _RESOLVED[spec] = pkgutil.resolve_name(spec)
