@@ -88,30 +88,28 @@ class Stepper:
     def epoch_seconds(self, loader: Iterable, batches: Optional[int] = None) -> float:
         """Wall-clock seconds of one pass over `loader` (its first `batches`; its workers' loading included), the
         device synchronized."""
-        self._sync()
+        synchronize(self.device)
         start = time.perf_counter()
         for x, y in itertools.islice(loader, batches):
             self.step(x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True))
-        self._sync()
+        synchronize(self.device)
         return time.perf_counter() - start
-
-    def _sync(self) -> None:
-        if self.device.type == 'cuda':
-            torch.cuda.synchronize(self.device)
 
     def time_per_step(self, steps: int) -> float:
         """Seconds per step: this process's CPU time on a CPU, synchronized wall-clock time on a GPU."""
-        if self.device.type == 'cpu':
-            start = time.process_time()
-            for _ in range(steps):
-                self.step()
-            return (time.process_time() - start) / steps
-        torch.cuda.synchronize(self.device)
-        start = time.perf_counter()
+        clock = time.process_time if self.device.type == 'cpu' else time.perf_counter
+        synchronize(self.device)
+        start = clock()
         for _ in range(steps):
             self.step()
-        torch.cuda.synchronize(self.device)
-        return (time.perf_counter() - start) / steps
+        synchronize(self.device)
+        return (clock() - start) / steps
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for `device`'s queued work (a CUDA device; a CPU has none)."""
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
 
 
 def quartiles(values: Sequence[float]) -> Tuple[float, float, float]:
@@ -157,8 +155,7 @@ def measure(recipe: Dict[str, Any], mode: str, batch: int, reps: int, steps: int
     for s in steppers.values():  # warm-up (compile: the compilation itself)
         for _ in range(warmup):
             s.step()
-    if device.type == 'cuda':
-        torch.cuda.synchronize(device)
+    synchronize(device)
     warm_s = time.time() - t0
     times: Dict[str, List[float]] = {p: [] for p in steppers}
     for rep in range(reps):
