@@ -216,8 +216,8 @@ def test_a_runs_model_and_evaluation_batches_without_the_command(tmp_path):
     transform, the split checked as timm resolves it, seeded random batches; errors name the argument."""
     from timm_pkmixer.analysis.eval_data import check_split, eval_data_config, eval_loader
     from timm_pkmixer.errors import ArgumentValueError
-    from timm_pkmixer.experiments.run_folder import find_checkpoint
     from timm_pkmixer.publish.checkpoint_file import load_trained_model
+    from timm_pkmixer.runs.run_folder import find_checkpoint
     _image_folder(tmp_path / 'data', ('val',))
     run = _run(tmp_path / 'run', 0, tmp_path / 'data')
     trained = load_trained_model(run)

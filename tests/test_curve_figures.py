@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from timm_pkmixer.errors import InvalidArgumentError
-from timm_pkmixer.experiments.curve_figures import min_max_band, plot_curve_bands
+from timm_pkmixer.reports.curve_figures import min_max_band, plot_curve_bands
 
 
 def test_min_max_band_is_mean_min_and_max_per_epoch_over_the_shortest_trial():

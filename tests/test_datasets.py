@@ -1,4 +1,4 @@
-"""Datasets for train.py (`timm_pkmixer.experiments.datasets`): an image folder as timm reads it, as `pkmixer
+"""Datasets for train.py (`timm_pkmixer.data.datasets`): an image folder as timm reads it, as `pkmixer
 prepare-stl10` writes it; where a run's data come from, as `pkmixer train` says in its plan, and a download without
 a network refused in one line that names the way out (one's own image folder, `--dataset ''`)."""
 import os
@@ -7,7 +7,7 @@ import pytest
 import timm
 from PIL import Image
 
-from timm_pkmixer.experiments.datasets import DataUnavailableError, data_source, export_image_folder, fetch_data
+from timm_pkmixer.data.datasets import DataUnavailableError, data_source, export_image_folder, fetch_data
 
 from conftest import MINI_TRAIN_PY
 

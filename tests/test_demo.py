@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from timm_pkmixer.experiments.demo import DemoResult, accuracy_noise, reading, run_demo, summary_lines
-from timm_pkmixer.experiments.demo_data import SHAPES, write_shapes_dataset
-from timm_pkmixer.experiments.fashion_mnist import DEBIAN_DIR, DEBIAN_PACKAGE, FASHION_MNIST_FILES
+from timm_pkmixer.data.demo_data import SHAPES, write_shapes_dataset
+from timm_pkmixer.data.fashion_mnist import DEBIAN_DIR, DEBIAN_PACKAGE, FASHION_MNIST_FILES
+from timm_pkmixer.training.demo import DemoResult, accuracy_noise, reading, run_demo, summary_lines
 
 from conftest import ROOT
 
@@ -59,8 +59,8 @@ def test_demo_uses_the_idle_cores(monkeypatch):
     """Under load, one thread (two threads convoyed 9x slower on a busy 2-core machine); idle, all of them."""
     import os
 
-    from timm_pkmixer.experiments import threads
-    from timm_pkmixer.experiments.threads import choose_threads
+    from timm_pkmixer.training import threads
+    from timm_pkmixer.training.threads import choose_threads
     monkeypatch.delenv('OMP_NUM_THREADS', raising=False)
     monkeypatch.setattr(threads, 'available_cores', lambda: 2)
     monkeypatch.setattr(os, 'getloadavg', lambda: (3.1, 3.0, 2.5))
@@ -146,7 +146,7 @@ def test_the_synthetic_shapes_are_a_function_of_the_seed(tmp_path):
 @pytest.mark.parametrize('data', ['shapes', pytest.param('fashion-mnist', marks=needs_debian)])
 def test_the_same_command_and_seed_print_the_same_numbers(tmp_path, data, caplog, logged):
     """Twice the same tiny demo (both models, two seeds each): every printed number equal; the seeds differ."""
-    from timm_pkmixer.experiments.demo_data import find_fashion_mnist
+    from timm_pkmixer.data.demo_data import find_fashion_mnist
     if data == 'fashion-mnist':
         find_fashion_mnist(tmp_path / 'cache')  # prepared before both runs: each says "prepared earlier"
     outputs = []
@@ -178,8 +178,8 @@ def test_the_demo_trains_on_fashion_mnist_when_it_can_and_says_so(tmp_path, capl
 def test_without_fashion_mnist_the_demo_trains_on_the_shapes_and_says_why(tmp_path, monkeypatch, caplog, logged):
     from torchvision.datasets import FashionMNIST
 
+    from timm_pkmixer.data import fashion_mnist
     from timm_pkmixer.errors import InvalidArgumentError
-    from timm_pkmixer.experiments import fashion_mnist
     monkeypatch.setattr(fashion_mnist, 'DEBIAN_DIR', tmp_path / 'no-debian')
     monkeypatch.setattr(FashionMNIST, 'mirrors', ['http://127.0.0.1:9/'])  # no network: a refused connection
     results, lines = demo_lines(caplog, logged, models=['s_mixer_s64c64_32'], cache_dir=str(tmp_path / 'cache'),
@@ -196,7 +196,7 @@ def test_without_fashion_mnist_the_demo_trains_on_the_shapes_and_says_why(tmp_pa
 def test_the_depth_study_the_demo_cites_measured_rp_ahead_at_every_depth():
     import csv
 
-    from timm_pkmixer.experiments.demo import DEPTH_STUDY
+    from timm_pkmixer.training.demo import DEPTH_STUDY
     with open(ROOT / DEPTH_STUDY.replace('report.md', 'report.csv'), encoding='utf-8') as f:
         rows = {(r['num_blocks'], r['permutation']): r for r in csv.DictReader(f)}
     depths = sorted({int(d) for d, _ in rows})

@@ -14,13 +14,12 @@ import yaml
 from timm_pkmixer.catalog import summarize
 from timm_pkmixer.cli import main as cli_main
 from timm_pkmixer.cli import main as pkmixer
-from timm_pkmixer.experiments.launch_marker import recipe_experiments
-from timm_pkmixer.experiments.recipes import check_recipe_keys, list_recipes, load_recipe, recipe_root, resolve_recipe
-from timm_pkmixer.experiments.sweep_plan import experiment_points, plan_sweep
-from timm_pkmixer.experiments.sweep_planners import gamma_points
-from timm_pkmixer.experiments.sweep_render import figures_markdown
-from timm_pkmixer.experiments.sweep_tables import CIFAR_SWEEP_PAIRS
-from timm_pkmixer.experiments.sweep_write import write_sweep
+from timm_pkmixer.sweeps.recipes import check_recipe_keys, list_recipes, load_recipe, recipe_root, resolve_recipe
+from timm_pkmixer.sweeps.sweep_plan import experiment_points, plan_sweep
+from timm_pkmixer.sweeps.sweep_planners import gamma_points
+from timm_pkmixer.sweeps.sweep_render import figures_markdown
+from timm_pkmixer.sweeps.sweep_tables import CIFAR_SWEEP_PAIRS
+from timm_pkmixer.sweeps.sweep_write import recipe_experiments, write_sweep
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -133,7 +132,7 @@ def test_explain_lists_each_setting_value_and_source(tmp_path, capsys):
 def test_train_recipes_readme_lists_every_figure_with_its_sources():
     text = (ROOT / 'train_recipes' / 'README.md').read_text()
     assert figures_markdown() in text, ('train_recipes/README.md: paste the output of `python -c "from timm_pkmixer.'
-                                        'experiments.sweep_render import figures_markdown; print(figures_markdown())"`')
+                                        'sweeps.sweep_render import figures_markdown; print(figures_markdown())"`')
     assert '| SW-MLP arm | none | Fig. 6 has none |' in text and '| seeds | 5 | D.6: five trials (STL-10) |' in text
 
 
@@ -265,7 +264,7 @@ def test_every_written_recipe_is_valid_and_names_its_point(tmp_path, recipe, exp
 
 def _digits(root):
     pytest.importorskip('sklearn')
-    from timm_pkmixer.experiments.datasets import write_digits_image_folder
+    from timm_pkmixer.data.datasets import write_digits_image_folder
     counts = write_digits_image_folder(str(root))
     assert sum(counts['train'].values()) + sum(counts['validation'].values()) == 1797
     return root
@@ -348,7 +347,7 @@ def test_docs_cover_every_figure_and_table_with_tests_that_exist():
 
 def test_docs_state_the_digits_split_the_folder_has(tmp_path):
     pytest.importorskip('sklearn')
-    from timm_pkmixer.experiments.datasets import write_digits_image_folder
+    from timm_pkmixer.data.datasets import write_digits_image_folder
     counts = write_digits_image_folder(str(tmp_path))
     train, val = sum(counts['train'].values()), sum(counts['validation'].values())
     assert (train, val) == (898, 899)
@@ -371,19 +370,21 @@ def test_sweep_command_writes_recipes_and_prints_commands(tmp_path, capsys):
 # ---------------------------------------------------------------------------------------------- errors' words
 
 # flags a library error may name: another program's, in a sentence that says which program takes it
-_OTHER_PROGRAMS_FLAGS = {('experiments/fashion_mnist.py', '--reinstall'),      # apt-get install --reinstall
-                         ('experiments/run_folder.py', '--model-kwargs'),      # train.py's, which wrote the file
-                         ('experiments/datasets.py', '--data-dir')}            # train.py's: the run's data argument
+_OTHER_PROGRAMS_FLAGS = {('data/fashion_mnist.py', '--reinstall'),      # apt-get install --reinstall
+                         ('runs/run_folder.py', '--model-kwargs'),      # train.py's, which wrote the file
+                         ('data/datasets.py', '--data-dir')}            # train.py's: the run's data argument
 
 
 def test_library_errors_of_experiments_and_analysis_name_arguments_not_flags():
-    """A raise under experiments/ or analysis/ names the library's argument (`source`), never a command's flag
-    (`--source`): the command translates (cli._common.in_flag_terms)."""
+    """A raise under the library's wings below launch/ (data/, runs/, sweeps/, training/, reports/) or analysis/
+    names the library's argument (`source`), never a command's flag (`--source`): the command translates
+    (cli._common.in_flag_terms)."""
     import ast
     import re
     package = ROOT / 'timm_pkmixer'
     worded_as_flags = []
-    for path in sorted([*(package / 'experiments').rglob('*.py'), *(package / 'analysis').rglob('*.py')]):
+    wings = ('data', 'runs', 'sweeps', 'training', 'reports', 'analysis')
+    for path in sorted(p for wing in wings for p in (package / wing).rglob('*.py')):
         text = path.read_text(encoding='utf-8')
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.Raise) and node.exc is not None:
@@ -394,7 +395,7 @@ def test_library_errors_of_experiments_and_analysis_name_arguments_not_flags():
 
 
 def test_prepare_fashion_mnist_names_its_source_argument_and_the_command_its_flag(tmp_path, capsys):
-    from timm_pkmixer.experiments.fashion_mnist import FashionMnistError, prepare_fashion_mnist
+    from timm_pkmixer.data.fashion_mnist import FashionMnistError, prepare_fashion_mnist
     with pytest.raises(FashionMnistError, match=r'^source \S*nope: no such folder$'):
         prepare_fashion_mnist(str(tmp_path / 'd'), source=str(tmp_path / 'nope'))
     assert pkmixer(['prepare-fashion-mnist', str(tmp_path / 'd'), '--source', str(tmp_path / 'nope')]) == 2
@@ -405,8 +406,8 @@ def test_prepare_fashion_mnist_names_its_source_argument_and_the_command_its_fla
 def test_prepare_fashion_mnist_without_a_network_says_source_in_each_ones_terms(tmp_path, capsys, monkeypatch):
     import torchvision.datasets
 
-    from timm_pkmixer.experiments import fashion_mnist
-    from timm_pkmixer.experiments.fashion_mnist import FashionMnistError, prepare_fashion_mnist
+    from timm_pkmixer.data import fashion_mnist
+    from timm_pkmixer.data.fashion_mnist import FashionMnistError, prepare_fashion_mnist
 
     class Offline:
         mirrors = ['https://example.invalid/']

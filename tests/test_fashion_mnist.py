@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from timm_pkmixer.experiments.fashion_mnist import DEBIAN_DIR, DEBIAN_PACKAGE, FASHION_MNIST_FILES
+from timm_pkmixer.data.fashion_mnist import DEBIAN_DIR, DEBIAN_PACKAGE, FASHION_MNIST_FILES
 
 from conftest import DPKG_FRONTEND_LOCK as FRONTEND
 from conftest import command_messages, dpkg_lock_held, needs_apt_root
@@ -67,7 +67,7 @@ def prepare(cli, *argv):
 def debian_prepared(tmp_path_factory) -> Path:
     if not DEBIAN:
         pytest.skip(NOT_INSTALLED)
-    from timm_pkmixer.experiments.fashion_mnist import prepare_fashion_mnist
+    from timm_pkmixer.data.fashion_mnist import prepare_fashion_mnist
     root = tmp_path_factory.mktemp('fashion_mnist')
     prepared = prepare_fashion_mnist(str(root), download=False)
     assert (prepared.source, prepared.origin) == ('debian', str(DEBIAN_DIR))
@@ -233,7 +233,7 @@ def no_network(monkeypatch):
     """No Debian copy, and torchvision's mirrors on a port where nothing listens (a refused connection)."""
     from torchvision.datasets import FashionMNIST
 
-    from timm_pkmixer.experiments import fashion_mnist
+    from timm_pkmixer.data import fashion_mnist
     monkeypatch.setattr(fashion_mnist, 'DEBIAN_DIR', Path('/nonexistent/fashion-mnist'))
     monkeypatch.setattr(FashionMNIST, 'mirrors', ['http://127.0.0.1:9/'])
 
@@ -342,7 +342,7 @@ def test_rp_cost_times_whole_epochs_through_the_recipes_loader(synthetic_source,
     turn; the ratio of each repetition is RP's epoch over normal's, and the tables say what was timed."""
     import json
 
-    from timm_pkmixer.experiments.fashion_mnist import prepare_fashion_mnist
+    from timm_pkmixer.data.fashion_mnist import prepare_fashion_mnist
     data = tmp_path / 'fm'
     prepare_fashion_mnist(str(data), source=str(synthetic_source))
     rp_cost = _rp_cost_script()

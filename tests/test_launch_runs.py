@@ -18,7 +18,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from timm_pkmixer.experiments.report import build_report
+from timm_pkmixer.reports.report import build_report
 
 from conftest import command_messages
 
@@ -436,8 +436,8 @@ def test_a_closed_stderr_drops_the_progress_and_stdout_keeps_the_results_alone(t
 def test_a_recorded_epoch_count_that_does_not_fit_is_not_used(launched, schedule):
     """A record's epoch count (kept so that status needs no torch) is used only when it is what the launcher writes
     and was computed for the run's own scheduler arguments; otherwise the run is counted anew."""
-    from timm_pkmixer.experiments.run_folder import run_state_with_schedule
     from timm_pkmixer.launch.tasks import run_progress
+    from timm_pkmixer.runs.run_folder import run_state_with_schedule
     run_dir = launched / 'runs' / 'a'
     assert run_state_with_schedule(run_dir, schedule) is None
     assert run_progress(run_dir, schedule).state == 'finished'

@@ -1,7 +1,8 @@
 """The package's layout is its architecture: the model core (the package root, ``layers/``, ``models/``) imports
-nothing from the wings; the wings stand in layers — ``analysis/`` and ``distributed/`` on the core,
-``experiments/`` (recipes, train.py, sweeps, runs, report) above them, ``launch/`` (which runs a folder of recipes)
-and ``publish/`` (which publishes what a run made) above that — and import only downwards, never a sibling;
+nothing from the wings; the wings stand in layers — ``analysis/``, ``distributed/``, ``data/`` and ``runs/`` (what a
+run folder holds) on the core, ``sweeps/`` (recipes and sweeps) above them, ``training/`` (train.py, the demo) and
+``reports/`` above that, ``launch/`` (which runs a folder of recipes) and ``publish/`` (which publishes what a run
+made) above those — and import only downwards, never a sibling;
 ``cli/`` sits on top; and no two modules import each other, directly or around a loop. Only ``cli/`` prints or
 configures logging; the library logs its progress and takes no progress callback. Read from the source with ``ast``,
 imports inside functions included."""
@@ -12,8 +13,9 @@ from typing import Dict, List, Set
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / 'timm_pkmixer'
-WINGS = ('analysis', 'distributed', 'experiments', 'launch', 'publish')
-RANK = {'core': 0, 'analysis': 1, 'distributed': 1, 'experiments': 2, 'launch': 3, 'publish': 3, 'cli': 4}
+WINGS = ('analysis', 'distributed', 'data', 'runs', 'sweeps', 'training', 'reports', 'launch', 'publish')
+RANK = {'core': 0, 'analysis': 1, 'distributed': 1, 'data': 1, 'runs': 1, 'sweeps': 2, 'training': 3, 'reports': 3,
+        'launch': 4, 'publish': 4, 'cli': 5}
 # the stable names that forward to a wing: the package's lazy public names, `python -m timm_pkmixer`, and the two
 # --device-modules names every recipe uses
 FACADES = {'timm_pkmixer', 'timm_pkmixer.__main__', 'timm_pkmixer.replica_check', 'timm_pkmixer.cpu_ddp'}
@@ -80,7 +82,7 @@ def test_every_import_goes_down_a_layer():
 
 @pytest.mark.parametrize('module,layer_name', [
     ('timm_pkmixer.layers.pk_layer', 'core'), ('timm_pkmixer.width', 'core'),
-    ('timm_pkmixer.experiments.sweep_plan', 'experiments'), ('timm_pkmixer.publish.hub', 'publish'),
+    ('timm_pkmixer.sweeps.sweep_plan', 'sweeps'), ('timm_pkmixer.publish.hub', 'publish'),
     ('timm_pkmixer.launch.launcher', 'launch'), ('timm_pkmixer.replica_check', 'facade'),
     ('timm_pkmixer.cli.train', 'cli')])
 def test_layers_are_read_from_the_folders(module, layer_name):
@@ -91,13 +93,13 @@ def test_layers_are_read_from_the_folders(module, layer_name):
 def test_the_graph_sees_a_planted_upward_import():
     """The checker finds what it is for: a core module that imports a wing, read through the same code."""
     graph = import_graph()
-    graph['timm_pkmixer.width'] = graph['timm_pkmixer.width'] | {'timm_pkmixer.experiments.report'}
+    graph['timm_pkmixer.width'] = graph['timm_pkmixer.width'] | {'timm_pkmixer.reports.report'}
     graph['timm_pkmixer.analysis.cka'] = graph['timm_pkmixer.analysis.cka'] | {'timm_pkmixer.distributed.replicas'}
-    graph['timm_pkmixer.experiments.sweep_plan'] = (graph['timm_pkmixer.experiments.sweep_plan']
+    graph['timm_pkmixer.sweeps.sweep_plan'] = (graph['timm_pkmixer.sweeps.sweep_plan']
                                                     | {'timm_pkmixer.publish.hub'})
     assert upward_imports(graph) == [('timm_pkmixer.analysis.cka', 'timm_pkmixer.distributed.replicas'),
-                                     ('timm_pkmixer.experiments.sweep_plan', 'timm_pkmixer.publish.hub'),
-                                     ('timm_pkmixer.width', 'timm_pkmixer.experiments.report')]
+                                     ('timm_pkmixer.sweeps.sweep_plan', 'timm_pkmixer.publish.hub'),
+                                     ('timm_pkmixer.width', 'timm_pkmixer.reports.report')]
 
 
 def cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:

@@ -35,7 +35,7 @@ def test_wheel_carries_recipes_license_and_hook(dist, tmp_path):
     assert 'Project-URL: Paper, https://arxiv.org/abs/2306.01470' in metadata
     # installed from the wheel, the package finds its recipes by name
     zipfile.ZipFile(wheel).extractall(tmp_path / 'site')
-    code = ('import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import timm_pkmixer.experiments.recipes as r; '
+    code = ('import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import timm_pkmixer.sweeps.recipes as r; '
             'print(r.recipe_root()); print(r.resolve_recipe("imagenet/rp_mixer_b_w"))')
     out = subprocess.run([sys.executable, '-S', '-c', code, str(tmp_path / 'site'), sysconfig.get_paths()['purelib']],
                          capture_output=True, text=True, timeout=300, cwd=tmp_path)

@@ -133,7 +133,7 @@ def test_choices_come_from_the_table(reverse):
     with contextlib.redirect_stdout(out):
         assert main(['sweep', '--help']) == 0
     assert '{normal,random,reverse}' in out.getvalue()
-    from timm_pkmixer.experiments.sweep_planners import _perm
+    from timm_pkmixer.sweeps.sweep_planners import _perm
     assert _perm('reverse') == ({'permutation': 'reverse'}, '') and _perm('random')[1] == 'perm_seed'
 
 

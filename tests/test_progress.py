@@ -12,13 +12,13 @@ import timm
 from PIL import Image
 from safetensors.torch import save_file
 
-import timm_pkmixer.experiments.datasets as datasets_module
-import timm_pkmixer.experiments.sweep_plan as sweep_module
+import timm_pkmixer.data.datasets as datasets_module
+import timm_pkmixer.sweeps.sweep_plan as sweep_module
 from timm_pkmixer.catalog import list_pkmixer_models, models_near_omega
-from timm_pkmixer.experiments.datasets import export_image_folder
-from timm_pkmixer.experiments.report import build_report, write_report
-from timm_pkmixer.experiments.sweep_plan import plan_sweep
+from timm_pkmixer.data.datasets import export_image_folder
+from timm_pkmixer.reports.report import build_report, write_report
 from timm_pkmixer.sizes import format_bytes
+from timm_pkmixer.sweeps.sweep_plan import plan_sweep
 
 from conftest import command_messages
 from test_report import run_folder
@@ -139,7 +139,7 @@ def test_the_library_reports_through_logging_only(tmp_path, capsys, caplog, logg
     assert logged() == [f'point {i + 1}/{len(plan.points)}: building {p.name} ({p.model}) on the meta device'
                         for i, p in enumerate(plan.points)]
     assert {r.name for r in caplog.records if r.name.startswith('timm_pkmixer')} == {
-        'timm_pkmixer.experiments.sweep_plan'}  # named by its module, as timm's loggers are
+        'timm_pkmixer.sweeps.sweep_plan'}  # named by its module, as timm's loggers are
 
     caplog.clear()
     report = build_report([str(_runs(tmp_path / 'runs'))])

@@ -1,6 +1,6 @@
 """`pkmixer push` and `pkmixer analyze` on the files of a run that train.py (or a crash) can leave: a summary.csv
 resumed into its folder, a top-1 that is not a measurement, truncated checkpoints, and ``model_kwargs`` that are not
-a mapping. Each is read through `timm_pkmixer.experiments.run_folder`, as the report reads it; a refusal exits 2
+a mapping. Each is read through `timm_pkmixer.runs.run_folder`, as the report reads it; a refusal exits 2
 naming the file and the fault, without a traceback."""
 import argparse
 import os
@@ -52,7 +52,7 @@ def test_push_of_a_run_resumed_into_its_folder_cards_the_last_row_of_its_epoch(t
     assert code == 0, err
     card = (tmp_path / 'out' / 'README.md').read_text()
     assert 'top-1 (%): 63.50' in card and '60.00' not in card
-    from timm_pkmixer.experiments.run_folder import read_run
+    from timm_pkmixer.runs.run_folder import read_run
     assert read_run(run).top1_err == 100 - 63.5
 
 

@@ -14,8 +14,8 @@ from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
 from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 
-from timm_pkmixer.experiments.demo_data import write_shapes_dataset
-from timm_pkmixer.experiments.recipes import load_recipe, resolve_batch_and_lr
+from timm_pkmixer.data.demo_data import write_shapes_dataset
+from timm_pkmixer.sweeps.recipes import load_recipe, resolve_batch_and_lr
 
 RECIPE = Path(__file__).resolve().parent.parent / 'train_recipes' / 'imagenet' / 'rp_mixer_b_w.yaml'
 # The recipe's RP model, shrunk to 32 px so one epoch runs in seconds on a CPU.

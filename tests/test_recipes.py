@@ -13,7 +13,7 @@ import yaml
 
 from timm_pkmixer.catalog import summarize
 from timm_pkmixer.errors import InvalidArgumentError
-from timm_pkmixer.experiments.recipes import (
+from timm_pkmixer.sweeps.recipes import (
     RecipeComments,
     RecipeError,
     check_recipe_keys,
@@ -24,9 +24,9 @@ from timm_pkmixer.experiments.recipes import (
     read_recipe_comments,
     resolve_batch_and_lr,
 )
-from timm_pkmixer.experiments.sweep_plan import experiment_points
-from timm_pkmixer.experiments.sweep_tables import CIFAR_SWEEP_PAIRS, IMAGENET_SWEEP_OMEGA
-from timm_pkmixer.experiments.sweep_write import write_sweep
+from timm_pkmixer.sweeps.sweep_plan import experiment_points
+from timm_pkmixer.sweeps.sweep_tables import CIFAR_SWEEP_PAIRS, IMAGENET_SWEEP_OMEGA
+from timm_pkmixer.sweeps.sweep_write import write_sweep
 from timm_pkmixer.width import mixer_omega, tokens_for_omega
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -275,7 +275,7 @@ def train_py_args(recipe: Path) -> argparse.Namespace:
     """train.py's arguments for `recipe` alone: parsed by the real train.py where TIMM_TRAIN_PY is set, else the
     recipe over train.py's defaults."""
     if REAL_TRAIN_PY:
-        from timm_pkmixer.experiments.train_py import _resolve, load_train_py
+        from timm_pkmixer.training.train_py import _resolve, load_train_py
         return _resolve(load_train_py(Path(REAL_TRAIN_PY)), [REAL_TRAIN_PY, '--config', str(recipe)])
     return argparse.Namespace(**{**TRAIN_PY_TRANSFORM_DEFAULTS, **load_recipe(str(recipe))})
 
@@ -333,7 +333,7 @@ def test_c4_recipes_train_with_random_crop_and_flip_only(path):
 
 @pytest.mark.skipif(not REAL_TRAIN_PY, reason="TIMM_TRAIN_PY is not set: timm's train.py is not in the timm wheel")
 def test_train_py_transform_defaults_are_train_py_s():
-    from timm_pkmixer.experiments.train_py import load_train_py
+    from timm_pkmixer.training.train_py import load_train_py
     defaults = {a.dest: a.default for a in load_train_py(Path(REAL_TRAIN_PY)).parser._actions}
     assert {k: defaults[k] for k in TRAIN_PY_TRANSFORM_DEFAULTS} == TRAIN_PY_TRANSFORM_DEFAULTS
 
@@ -344,7 +344,7 @@ def test_hard_aug_readings_say_what_the_recipes_do(tmp_path, recipe, figure):
     """Fig. 6's "hard aug." readings describe the recipes the sweep writes: blank keeps the base recipe's own
     augmentation (C.4's crop and flip; C.5's RandAugment, mixup/cutmix and erasing on ImageNet), autoaugment sets
     AutoAugment (added to C.4's crop and flip; in place of C.5's RandAugment, the rest kept)."""
-    from timm_pkmixer.experiments.sweep_tables import FIGURES
+    from timm_pkmixer.sweeps.sweep_tables import FIGURES
     blank, autoaugment = next(d for d in FIGURES[figure].disagreements if d.key == 'hard-aug').readings
     aug_keys = ('aa', 'color_jitter', 'mixup', 'cutmix', 'reprob')
 
@@ -407,7 +407,7 @@ def test_the_docs_fig2_and_fig4_loops_build_what_the_sweeps_build(tmp_path):
     recipe's training, as the sweep's recipes."""
     from timm.utils import ParseKwargs
 
-    from timm_pkmixer.experiments.sweep_plan import plan_sweep
+    from timm_pkmixer.sweeps.sweep_plan import plan_sweep
     parser = argparse.ArgumentParser()
     parser.add_argument('recipe')
     parser.add_argument('--model', default=None)

@@ -16,8 +16,8 @@ import yaml
 from timm.utils import update_summary
 
 from timm_pkmixer.cli import main as pkmixer
-from timm_pkmixer.experiments.report import build_report, infer_experiment, write_report
-from timm_pkmixer.experiments.run_folder import read_run, scheduled_epochs
+from timm_pkmixer.reports.report import build_report, infer_experiment, write_report
+from timm_pkmixer.runs.run_folder import read_run, scheduled_epochs
 
 from conftest import keep_figures
 
@@ -92,7 +92,7 @@ def test_runs_named_anything_are_grouped_by_configuration(tmp_path):
 ])
 def test_the_experiment_is_named_by_what_varies(points, experiment):
     from timm_pkmixer.catalog import summarize
-    from timm_pkmixer.experiments.report import _features
+    from timm_pkmixer.reports.report import _features
     feats = [_features(summarize(m, **kw), kw) for m, kw in points]
     assert infer_experiment(feats)[0] == experiment
 
@@ -274,7 +274,7 @@ def test_epochs_csv_regenerates_the_report_and_holds_no_machine_path(tmp_path):
 
 def _digits(root):
     pytest.importorskip('sklearn')
-    from timm_pkmixer.experiments.datasets import write_digits_image_folder
+    from timm_pkmixer.data.datasets import write_digits_image_folder
     write_digits_image_folder(str(root))
     return root
 
@@ -319,7 +319,7 @@ def test_a_run_resumed_into_its_folder_is_one_finished_run(tmp_path):
 def test_the_report_draws_each_points_mean_and_min_max_band_over_its_seeds(tmp_path, monkeypatch):
     """Figs. S.6-S.8's form: `curves_EXP.png` from every point's runs, the band spanning exactly the seeds' curves."""
     pytest.importorskip('matplotlib')
-    import timm_pkmixer.experiments.curve_figures as curve_figures
+    import timm_pkmixer.reports.curve_figures as curve_figures
     for depth in (2, 4):
         for seed, last in ((0, 80.), (1, 90.)):
             run_folder(tmp_path / 'runs', f'd{depth}_seed{seed}', seed, top1=(50., 70., last),
@@ -331,7 +331,7 @@ def test_the_report_draws_each_points_mean_and_min_max_band_over_its_seeds(tmp_p
         drawn.update(groups)
         return real(groups, out, **kw)
 
-    monkeypatch.setattr('timm_pkmixer.experiments.figures.plot_curve_bands', spy)
+    monkeypatch.setattr('timm_pkmixer.reports.figures.plot_curve_bands', spy)
     report = build_report([str(tmp_path / 'runs')])
     files, _ = write_report(report, str(tmp_path / 'out'))
     bands = [f for f in files if Path(f).name == f'curves_{report.experiment}.png']
@@ -406,8 +406,8 @@ def test_the_report_and_the_model_card_name_a_reshaped_model_by_what_was_built(t
 @pytest.fixture
 def figures_drawn(monkeypatch):
     """Every matplotlib Figure the report's figure functions make, kept for inspection (they are saved too)."""
-    import timm_pkmixer.experiments.curve_figures as curve_figures
-    import timm_pkmixer.experiments.figures as figures
+    import timm_pkmixer.reports.curve_figures as curve_figures
+    import timm_pkmixer.reports.figures as figures
     return keep_figures(monkeypatch, figures, curve_figures)
 
 
@@ -457,7 +457,7 @@ def test_every_error_plot_states_its_data_and_seeds_and_epochs_are_whole(tmp_pat
 
 
 def test_plot_run_names_its_data_and_runs_per_curve(tmp_path, figures_drawn):
-    from timm_pkmixer.experiments.figures import plot_runs
+    from timm_pkmixer.reports.figures import plot_runs
     paths = [str(run_folder(tmp_path, f'a_seed{s}', s, dataset='torch/cifar10') / 'summary.csv') for s in (0, 1)]
     paths.append(str(run_folder(tmp_path, 'b', 0, data_dir='/data/flowers') / 'summary.csv'))
     plot_runs(paths, str(tmp_path / 'r.png'))

@@ -16,8 +16,8 @@ from PIL import Image
 from timm_pkmixer.analysis import fig_s9_weights, paper_vec_order, pk_effective_weight
 from timm_pkmixer.analysis.width_figures import width_curve_data
 from timm_pkmixer.cli import main
-from timm_pkmixer.experiments.figures import group_runs, read_summary, run_label
 from timm_pkmixer.layers import make_pk_mlp
+from timm_pkmixer.reports.figures import group_runs, read_summary, run_label
 from timm_pkmixer.width import optimal_width
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -198,7 +198,7 @@ def test_width_trend_benchmark_smoke(tmp_path):
 
 
 def test_square_channels_marks_where_c_equals_s():
-    from timm_pkmixer.experiments.figures import square_channels
+    from timm_pkmixer.reports.figures import square_channels
     assert square_channels([(16, 64), (32, 32), (64, 16)]) == 32.0
     # the width sweep of benchmarks/digits/paper_experiments.py: C = S lies between (S, C) = (83, 48) and (48, 83)
     pairs = [(16, 173), (32, 113), (48, 83), (83, 48), (113, 32), (173, 16)]

@@ -1,4 +1,4 @@
-"""The one reader of train.py's files (`timm_pkmixer.experiments.run_folder`) and the commands that read through it:
+"""The one reader of train.py's files (`timm_pkmixer.runs.run_folder`) and the commands that read through it:
 YAML read safely with its aliases bounded, a summary.csv resumed as train.py writes it (read alike by `report` and
 `plot run`), faults named by file, line and column, a run's state, epochs.csv and sweep.json that are not JSON, and the
 report's
@@ -14,10 +14,10 @@ import yaml
 from timm.utils import update_summary
 
 from timm_pkmixer.cli import main as pkmixer
-from timm_pkmixer.experiments.epochs_csv import read_epochs_csv
-from timm_pkmixer.experiments.run_folder import RunFileError, read_run, read_summary, run_state
-from timm_pkmixer.experiments.safe_yaml import YAMLAliasError, load_yaml
-from timm_pkmixer.experiments.sweep_write import read_sweep_record
+from timm_pkmixer.runs.epochs_csv import read_epochs_csv
+from timm_pkmixer.runs.run_folder import RunFileError, read_run, read_summary, run_state
+from timm_pkmixer.safe_yaml import YAMLAliasError, load_yaml
+from timm_pkmixer.sweeps.sweep_write import read_sweep_record
 
 from conftest import command_messages
 
@@ -96,7 +96,7 @@ def test_a_resumed_summary_is_read_alike_by_the_report_and_plot_run(tmp_path, ca
     assert [summary.epochs[e]['eval_top1'] for e in range(4)] == [50., 60., 72., 80.]
     run = read_run(folder)
     assert run.finished and run.problems == [] and run.top1_err == 20.
-    from timm_pkmixer.experiments.figures import read_summary as plot_summary
+    from timm_pkmixer.reports.figures import read_summary as plot_summary
     columns = plot_summary(str(folder / 'summary.csv'))
     assert list(columns) == ['epoch', 'train_loss', 'eval_loss', 'eval_top1', 'eval_top5', 'lr']
     assert columns['epoch'].tolist() == [0., 1., 2., 3.]
@@ -198,7 +198,7 @@ def test_a_sweep_json_that_is_not_a_record_is_named_before_anything_is_written(t
 # ---------------------------------------------------------------------------------------------- the report
 
 def test_equal_numbers_are_one_configuration(tmp_path):
-    from timm_pkmixer.experiments.report import build_report
+    from timm_pkmixer.reports.report import build_report
     kwargs = dict(num_blocks=2, mlp_ratio=None)
     write_run(tmp_path, 'g_seed0', 0, model='pk_mixer_ss_w_32', model_kwargs={**kwargs, 'gamma': 4})
     write_run(tmp_path, 'g_seed1', 1, model='pk_mixer_ss_w_32', model_kwargs={**kwargs, 'gamma': 4.0}, lr=0.020)
@@ -208,7 +208,7 @@ def test_equal_numbers_are_one_configuration(tmp_path):
 
 def test_every_listed_run_has_a_reason(tmp_path):
     """`lr: null` in one args.yaml and no lr in the other: two configurations, and the reason says where."""
-    from timm_pkmixer.experiments.report import build_report
+    from timm_pkmixer.reports.report import build_report
     write_run(tmp_path, 'a_seed0', 0, lr=None)
     write_run(tmp_path, 'b_seed1', 1)
     args = yaml.safe_load((tmp_path / 'b_seed1' / 'args.yaml').read_text())
@@ -221,7 +221,7 @@ def test_every_listed_run_has_a_reason(tmp_path):
 
 
 def test_report_csv_keeps_every_digit_and_report_md_rounds(tmp_path):
-    from timm_pkmixer.experiments.report import build_report, write_report
+    from timm_pkmixer.reports.report import build_report, write_report
     last = (78.9262, 78.9262, 78.9261)  # errors 21.0738, 21.0738, 21.0739
     for seed, top1 in enumerate(last):
         write_run(tmp_path / 'runs', f'p_seed{seed}', seed, rows=((0, 50.), (1, 60.), (2, top1)))

@@ -191,7 +191,7 @@ def test_errors_name_the_argument():
 
 @pytest.mark.parametrize('structure', ['monarch', 'kron'])
 def test_mnist_recipes_are_c1(structure):
-    from timm_pkmixer.experiments.recipes import load_recipe, resolve_recipe
+    from timm_pkmixer.sweeps.recipes import load_recipe, resolve_recipe
     cfg = load_recipe(str(resolve_recipe(f'mnist/shallow_{structure}_28')))
     assert (cfg['model'], cfg['dataset'], cfg['in_chans'], cfg['img_size']) == (
         f'shallow_{structure}_28', 'torch/mnist', 1, 28)
@@ -200,5 +200,5 @@ def test_mnist_recipes_are_c1(structure):
     text = resolve_recipe(f'mnist/shallow_{structure}_28').read_text()
     # Fig. 2(d)'s five seeds are the seeds experiment's, which the comment names (its default seeds tested with it)
     assert f'pkmixer sweep mnist/shallow_{structure}_28 --experiment seeds' in text
-    from timm_pkmixer.experiments.sweep_plan import plan_sweep
+    from timm_pkmixer.sweeps.sweep_plan import plan_sweep
     assert plan_sweep(f'mnist/shallow_{structure}_28', 'seeds').seeds == [0, 1, 2, 3, 4]

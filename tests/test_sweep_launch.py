@@ -17,8 +17,8 @@ import yaml
 from PIL import Image
 
 from timm_pkmixer.cli import main as cli_main
-from timm_pkmixer.experiments.run_folder import find_runs
 from timm_pkmixer.launch.slurm import squeue
+from timm_pkmixer.runs.run_folder import find_runs
 
 from conftest import command_messages
 

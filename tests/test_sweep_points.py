@@ -11,12 +11,12 @@ import yaml
 
 from timm_pkmixer.cli import main as pkmixer
 from timm_pkmixer.errors import InvalidArgumentError
-from timm_pkmixer.experiments.recipes import list_recipes, load_recipe, resolve_recipe
-from timm_pkmixer.experiments.sweep_plan import plan_sweep
-from timm_pkmixer.experiments.sweep_render import explain
-from timm_pkmixer.experiments.sweep_tables import CIFAR_SWEEP_PAIRS, EXPERIMENTS, FIGS6_DIMS, FIGURES
-from timm_pkmixer.experiments.sweep_write import write_sweep
 from timm_pkmixer.layers import SkipLayer
+from timm_pkmixer.sweeps.recipes import list_recipes, load_recipe, resolve_recipe
+from timm_pkmixer.sweeps.sweep_plan import plan_sweep
+from timm_pkmixer.sweeps.sweep_render import explain
+from timm_pkmixer.sweeps.sweep_tables import CIFAR_SWEEP_PAIRS, EXPERIMENTS, FIGS6_DIMS, FIGURES
+from timm_pkmixer.sweeps.sweep_write import write_sweep
 
 
 def built(tmp_path, recipe, **options):
@@ -398,7 +398,7 @@ WANDB_NAMES = ['pk', 'timm-pkmixer fig 7', 'a' * 128, 'a' * 129, 'team/proj', 'a
 def test_wandb_project_names_follow_wandbs_own_rule(name):
     """check_wandb_project takes exactly the names W&B's own validator takes (its artifacts' validate_project_name,
     which wandb.init's settings agree with but for line breaks, which it lets through to the server)."""
-    from timm_pkmixer.experiments.sweep_write import check_wandb_project
+    from timm_pkmixer.sweeps.sweep_write import check_wandb_project
     validators = pytest.importorskip('wandb.sdk.artifacts._validators')
     try:
         validators.validate_project_name(name)

@@ -1,4 +1,4 @@
-"""CPU threads on a busy machine (`timm_pkmixer.experiments.threads`): the idle cores per process unless asked
+"""CPU threads on a busy machine (`timm_pkmixer.training.threads`): the idle cores per process unless asked
 for or set by OMP_NUM_THREADS, and the timm suite's runner (tests/timm_suite.py) keeping its timeouts by them."""
 import os
 
@@ -13,8 +13,8 @@ import torch
     (8, 7.9, '2', (1, '8 cores, load average 7.9, 2 processes on this machine')),
 ])
 def test_threads_are_the_idle_cores_per_process(monkeypatch, cores, load, local_world, expected):
-    from timm_pkmixer.experiments import threads
-    from timm_pkmixer.experiments.threads import choose_threads
+    from timm_pkmixer.training import threads
+    from timm_pkmixer.training.threads import choose_threads
     monkeypatch.delenv('OMP_NUM_THREADS', raising=False)
     monkeypatch.setattr(threads, 'available_cores', lambda: cores)
     monkeypatch.setattr(os, 'getloadavg', lambda: (load, load, load))
@@ -40,7 +40,7 @@ def test_threads_are_the_idle_cores_per_process(monkeypatch, cores, load, local_
 def test_timm_suite_keeps_its_timeouts_on_a_busy_machine(monkeypatch, env, cores, load, expected):
     from timm_suite import load_env
 
-    from timm_pkmixer.experiments import threads
+    from timm_pkmixer.training import threads
     for var in ('OMP_NUM_THREADS', 'TIMEOUT', 'LOCAL_WORLD_SIZE'):
         monkeypatch.delenv(var, raising=False)
     for var, value in env.items():

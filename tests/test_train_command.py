@@ -268,7 +268,7 @@ def test_train_py_that_is_not_train_py(files, cli, train_py, message):
 
 
 def test_library_launch_errors_are_in_argument_terms(files):
-    from timm_pkmixer.experiments.train_py import LaunchArgumentError, prepare_train
+    from timm_pkmixer.training.train_py import LaunchArgumentError, prepare_train
     with pytest.raises(LaunchArgumentError) as e:
         prepare_train('recipe.yaml', ['-b', '0'], 'train.py')
     assert str(e.value) == 'batch_size must be a positive integer, got 0'
@@ -393,7 +393,7 @@ def test_train_fits_the_machine_when_the_user_does_not_choose(tiny_run, cli, mon
     --device cpu and says so; workers: no more than the cores per process, unless given (here or in the recipe)."""
     import torch
 
-    from timm_pkmixer.experiments import threads
+    from timm_pkmixer.training import threads
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: cuda)
     monkeypatch.setattr(threads, 'available_cores', lambda: cores)
     if local_world:
@@ -486,7 +486,7 @@ def sw_masks(tiny_run, *argv):
     """The plan of `pkmixer train` for an SW-MLP recipe with `argv`, and the masks of the model it builds."""
     import torch
 
-    from timm_pkmixer.experiments.train_py import prepare_train
+    from timm_pkmixer.training.train_py import prepare_train
     (tiny_run / 'sw.yaml').write_text(SW_RECIPE + f'data_dir: {tiny_run / "data"}\noutput: {tiny_run / "runs"}\n')
     plan = prepare_train(str(tiny_run / 'sw.yaml'), ['--device', 'cpu', *argv], str(MINI_TRAIN_PY))
     model = timm.create_model(plan.args.model, num_classes=2, **plan.args.model_kwargs)

@@ -26,7 +26,7 @@ from pathlib import Path
 import timm
 
 from timm_pkmixer.catalog import list_pkmixer_models
-from timm_pkmixer.experiments.threads import available_cores, choose_threads
+from timm_pkmixer.training.threads import available_cores, choose_threads
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -2,7 +2,7 @@
 train.py (through `pkmixer train`), then compare their hidden features with `pkmixer analyze cka`.
 
 The paper's C.1 setting scaled down to scikit-learn's bundled 8×8 digits (stratified 50/50 split, written as an
-ImageFolder by `timm_pkmixer.experiments.datasets.write_digits_image_folder`, not committed):
+ImageFolder by `timm_pkmixer.data.datasets.write_digits_image_folder`, not committed):
 
 * Mixer: L = 3, γ = 2, P = 2 (S0 = 16 patches of C0 = 12 values), S = C = 16 (m = 256), `pk_mixer_ss8_32` with
   its shape arguments overridden;
@@ -86,7 +86,7 @@ def main() -> None:
     runs = out / 'runs'
     runs.mkdir(exist_ok=True)
     (out / '.gitignore').write_text('digits/\n*.pth.tar\n*.log\n')
-    from timm_pkmixer.experiments.datasets import write_digits_image_folder
+    from timm_pkmixer.data.datasets import write_digits_image_folder
     data = out / 'digits'
     if not (data / 'validation').is_dir():
         write_digits_image_folder(str(data))

@@ -12,8 +12,8 @@ import csv
 import re
 from pathlib import Path
 
-from timm_pkmixer.experiments.curve_figures import CURVE_METRICS, min_max_band, plot_curve_bands
-from timm_pkmixer.experiments.epochs_csv import read_epochs_csv
+from timm_pkmixer.reports.curve_figures import CURVE_METRICS, min_max_band, plot_curve_bands
+from timm_pkmixer.runs.epochs_csv import read_epochs_csv
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / 'paper_experiments_results' / 'width' / 'epochs.csv'

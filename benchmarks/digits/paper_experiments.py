@@ -7,7 +7,7 @@ For each experiment (``depth``: Fig. 7; ``rp-block``: Fig. S.4; ``width``: Fig. 
     pkmixer report WORK/E/runs --out-dir OUT/E
 
 as subprocesses, on scikit-learn's bundled 8×8 digits written as an ImageFolder (stratified 50/50 split,
-`timm_pkmixer.experiments.datasets.write_digits_image_folder`, into `WORK/digits`). The base recipe
+`timm_pkmixer.data.datasets.write_digits_image_folder`, into `WORK/digits`). The base recipe
 (`OUT/digits_s_mixer.yaml`) scales the paper's S-Mixer setting down to 8×8 images: P = 2 (S0 = 16 patches of C0 = 12
 values), S = C = 32, skip layer, AdamW lr 0.01, weight decay 0.05, 40 epochs, 2 warm-up epochs, cosine, batch 128, no
 augmentation, no label smoothing; the rp-block study keeps the registered S-Mixer's L = 8 (our choice: Fig. S.4's
@@ -75,7 +75,7 @@ def _run(cmd: list, env: dict, log: Path) -> float:
 
 def _finished(run: Path) -> bool:
     """True when the run folder holds every epoch train.py runs (a run of an earlier, interrupted invocation)."""
-    from timm_pkmixer.experiments.run_folder import read_run
+    from timm_pkmixer.runs.run_folder import read_run
     return (run / 'args.yaml').is_file() and read_run(run).finished
 
 
@@ -151,7 +151,7 @@ def main() -> None:
 
     import timm_pkmixer
     meta.update(torch=torch.__version__, timm=timm.__version__, timm_pkmixer=timm_pkmixer.__version__)
-    from timm_pkmixer.experiments.datasets import write_digits_image_folder
+    from timm_pkmixer.data.datasets import write_digits_image_folder
     # One data path for every invocation, so runs kept by --resume and runs trained now record the same data_dir
     # (`pkmixer report` groups runs by their whole configuration). Deterministic, rewritten each time.
     data = work / 'digits'

@@ -3,7 +3,7 @@
 The paper (§3.3, C.1) trains both on MNIST (AdamW, 200 epochs, cosine from lr 0.01, five seeds) and reports
 comparable test errors; it states no weight decay. MNIST cannot be downloaded on the machine this was run on, so
 this script trains ``shallow_monarch_N`` and ``shallow_kron_N`` on scikit-learn's bundled 8×8 digits
-(``timm_pkmixer.experiments.datasets.write_digits_image_folder``: stratified 50/50 split, 898 train / 899
+(``timm_pkmixer.data.datasets.write_digits_image_folder``: stratified 50/50 split, 898 train / 899
 validation images, written into ``OUT/digits``, not committed) with timm's unmodified train.py through
 ``pkmixer train``, with C.1's optimiser and schedule: AdamW, lr 0.01, cosine, no warm-up; batch 128, the given
 weight decay (default 0.05), no augmentation, no label smoothing. Two input sizes:
@@ -148,7 +148,7 @@ def main() -> None:
     for d in (recipes, runs_dir):
         d.mkdir(parents=True, exist_ok=True)
     (out / '.gitignore').write_text('scratch/\n')
-    from timm_pkmixer.experiments.datasets import write_digits_image_folder
+    from timm_pkmixer.data.datasets import write_digits_image_folder
     if not args.collect:
         shutil.rmtree(data, ignore_errors=True)
         write_digits_image_folder(str(data))

@@ -43,8 +43,8 @@ import torch.nn.functional as F
 from timm.optim import create_optimizer_v2
 
 import timm_pkmixer  # noqa: F401  (registers the models)
-from timm_pkmixer.experiments.recipes import load_recipe, resolve_recipe
 from timm_pkmixer.layers.gather import gather_spec, tuned_choices, use_gather_backend
+from timm_pkmixer.sweeps.recipes import load_recipe, resolve_recipe
 
 RECIPE = 'fashion_mnist/s_mixer_fig7'
 TRAIN_IMAGES = 60000  # Fashion-MNIST's training set: an epoch is TRAIN_IMAGES // batch steps (train.py drops the last)

@@ -1,7 +1,7 @@
 """The evaluation images an analysis computes on (CKA, Fig. 2): a run's evaluation transform, its split checked
 against the folder, and the same random mini-batches of the same examples for every model.
 
-Everything is read from a run's train.py arguments (a mapping, as :func:`~timm_pkmixer.experiments.run_folder.
+Everything is read from a run's train.py arguments (a mapping, as :func:`~timm_pkmixer.runs.run_folder.
 read_args_yaml` or a checkpoint gives them); the caller's values win. Errors name the argument (``split``,
 ``data_dir``), for the command line to say as its flag.
 """

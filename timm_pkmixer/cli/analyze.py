@@ -220,7 +220,7 @@ def run_spectra(args: argparse.Namespace) -> int:
 def _apply_threads(args: argparse.Namespace) -> str:
     """The package's thread policy (`experiments.threads`): --threads, else $OMP_NUM_THREADS, else the idle
     cores, set for this process; returns what to say about it ('1 thread (…)')."""
-    from ..experiments.threads import choose_threads, set_threads
+    from ..training.threads import choose_threads, set_threads
     threads, why = choose_threads(args.threads)
     set_threads(threads)
     return f'{threads} thread{"s" if threads > 1 else ""} ({why})'

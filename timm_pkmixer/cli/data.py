@@ -9,7 +9,7 @@ __all__ = ['add_commands']
 
 
 def run_stl10(args: argparse.Namespace) -> int:
-    from ..experiments.datasets import prepare_stl10
+    from ..data.datasets import prepare_stl10
     counts = prepare_stl10(args.out_dir, args.download_root or str(Path(args.out_dir) / 'raw'))
     for folder, per_class in counts.items():
         print(f'{Path(args.out_dir) / folder}: {sum(per_class.values())} images in {len(per_class)} classes')
@@ -17,7 +17,7 @@ def run_stl10(args: argparse.Namespace) -> int:
 
 
 def run_fashion_mnist(args: argparse.Namespace) -> int:
-    from ..experiments.fashion_mnist import fashion_mnist_raw_dir, prepare_fashion_mnist
+    from ..data.fashion_mnist import fashion_mnist_raw_dir, prepare_fashion_mnist
     with in_flag_terms(args, 'source'):  # the library's `source`, within a sentence, is this command's --source
         prepared = prepare_fashion_mnist(args.out_dir, args.source, download=not args.no_download)
     origin = {'debian': "Debian's dataset-fashion-mnist", 'folder': 'the folder',

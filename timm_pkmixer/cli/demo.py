@@ -10,7 +10,7 @@ __all__ = ['add_commands']
 def run(args: argparse.Namespace) -> int:
     """Progress (the threads, the data, each run and epoch) on stderr as the demo logs it; the table and the reading
     on stdout, after an empty line that sets them apart from the progress on a terminal."""
-    from ..experiments.demo import run_demo, summary_lines
+    from ..training.demo import run_demo, summary_lines
     with in_flag_terms(args, 'data', 'keep_data', 'train_per_class', 'val_per_class'):
         results = run_demo(models=args.model, data=args.data, data_dir=args.data_dir, epochs=args.epochs,
                            batch_size=args.batch_size, lr=args.lr, seed=args.seed, seeds=args.seeds,
@@ -22,8 +22,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    from ..experiments.demo import DATA_CHOICES, DEFAULT_MODELS
-    from ..experiments.demo_data import CACHE_ENV, FASHION_PER_CLASS, SHAPES_PER_CLASS
+    from ..data.demo_data import CACHE_ENV, FASHION_PER_CLASS, SHAPES_PER_CLASS
+    from ..training.demo import DATA_CHOICES, DEFAULT_MODELS
     p = add_command(subparsers, 'demo', run,
                     help='train an RP S-Mixer and its normal twin on Fashion-MNIST (2-3 minutes on the CPU)',
                     description='Train an RP S-Mixer and its normal twin, each with --seeds seeds, on Fashion-MNIST '

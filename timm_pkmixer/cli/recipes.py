@@ -8,7 +8,7 @@ __all__ = ['add_commands']
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..experiments.recipes import list_recipes
+    from ..sweeps.recipes import list_recipes
     rows = [r for r in list_recipes() if not args.filter or args.filter in r.name]
     if not rows:
         raise InvalidArgumentError(f'no packaged recipe matches {args.filter!r}')

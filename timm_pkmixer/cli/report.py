@@ -8,7 +8,7 @@ __all__ = ['add_commands']
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..experiments.report import build_report, write_report
+    from ..reports.report import build_report, write_report
     report = build_report(args.runs, args.experiment)
     files, skipped = write_report(report, args.out_dir, figures=not args.no_figures)
     runs = sum(len(p.runs) for p in report.points)
@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    from ..experiments.sweep_tables import EXPERIMENTS
+    from ..sweeps.sweep_tables import EXPERIMENTS
     p = add_command(subparsers, 'report', run,
                     help="train.py runs → report.csv, report.md, epochs.csv and the paper's figures",
                     description='Read timm train.py run folders (args.yaml + summary.csv, named anything, resumed or '

@@ -111,7 +111,7 @@ def _plot_width(args: argparse.Namespace) -> None:
 
 def _plot_run(args: argparse.Namespace) -> None:
     from ..analysis._matplotlib import require_matplotlib
-    from ..experiments.figures import plot_runs
+    from ..reports.figures import plot_runs
     require_matplotlib()
     plot_runs(args.summary, args.out, args.label)
 

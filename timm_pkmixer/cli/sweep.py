@@ -27,9 +27,9 @@ def _readings(items):
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import InvalidArgumentError
-    from ..experiments.sweep_plan import plan_sweep
-    from ..experiments.sweep_render import explain
-    from ..experiments.sweep_write import SWEEP_EXPLAINED, SWEEP_RECORD, check_wandb_project, write_sweep
+    from ..sweeps.sweep_plan import plan_sweep
+    from ..sweeps.sweep_render import explain
+    from ..sweeps.sweep_write import SWEEP_EXPLAINED, SWEEP_RECORD, check_wandb_project, write_sweep
     readings = _readings(args.reading)
     if args.wandb_project is not None:  # checked where it is given, before --explain
         if not args.log_wandb:
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    from ..experiments.sweep_tables import EXPERIMENTS, FIGURES
+    from ..sweeps.sweep_tables import EXPERIMENTS, FIGURES
     p = add_command(subparsers, 'sweep', run,
                     help="write one train.py recipe per point (and seed) of one of the paper's experiments",
                     description="Write one train.py recipe per point and seed of one of the paper's experiments: "

@@ -9,11 +9,11 @@ from ._common import add_command, in_flag_terms
 
 __all__ = ['add_commands']
 
-TRAIN_PY_ENV = 'TIMM_TRAIN_PY'  # as timm_pkmixer.experiments.train_py (not imported here: it is not needed for --help)
+TRAIN_PY_ENV = 'TIMM_TRAIN_PY'  # as timm_pkmixer.training.train_py (not imported here: it is not needed for --help)
 
 
 def _list_train_args(args: argparse.Namespace) -> int:
-    from ..experiments.train_py import find_train_py, format_train_args, load_train_py, train_py_arguments
+    from ..training.train_py import find_train_py, format_train_args, load_train_py, train_py_arguments
     path = find_train_py(args.train_py)
     module = load_train_py(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
@@ -22,15 +22,15 @@ def _list_train_args(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..experiments.train_py import TrainPyError, missing_train_py_message
+    from ..training.train_py import TrainPyError, missing_train_py_message
     try:
         if args.list_train_args:
             return _list_train_args(args)
         if not args.recipe:
             raise InvalidArgumentError(f'a RECIPE is required (e.g. train_recipes/imagenet/rp_mixer_b_w.yaml); '
                                        f'train.py from --train-py or ${TRAIN_PY_ENV}')
-        from ..experiments.env import env_int
-        from ..experiments.train_py import prepare_train, run_train
+        from ..training.env import env_int
+        from ..training.train_py import prepare_train, run_train
         rank = env_int('RANK', 0)
         with in_flag_terms(args, 'global_batch', 'threads'):  # said as the flags the user typed
             plan = prepare_train(args.recipe, args.rest, args.train_py, args.global_batch, args.threads)
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
             print('[pkmixer] dry run: the plan above was checked; train.py was not started', flush=True)
     if not args.dry_run:
         if plan.data is not None:
-            from ..experiments.datasets import fetch_data
+            from ..data.datasets import fetch_data
             fetch_data(plan.data)  # a download done, or refused in one line, before train.py starts
         try:
             run_train(plan)

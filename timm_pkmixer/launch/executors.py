@@ -16,7 +16,7 @@ class and one entry in :data:`EXECUTORS`.
 
 * ``local``: this machine, `workers` runs at once; with `gpus`, each run on its own devices
   (``CUDA_VISIBLE_DEVICES``; `runs_per_gpu` runs share one); on a CPU each run gets its share of the idle cores as
-  threads (:func:`~timm_pkmixer.experiments.threads.choose_threads`).
+  threads (:func:`~timm_pkmixer.training.threads.choose_threads`).
 * ``slurm``: one SLURM job array per launch through submitit, one array task per run; a run with several GPUs
   runs under torchrun in its task. Its ``--slurm-arg`` options are checked (:func:`.slurm.parse_slurm_args`), and
   the whole request is put to ``sbatch --test-only`` before anything is submitted: what the cluster can never run
@@ -180,7 +180,7 @@ class LocalExecutor:
 
     def plan(self) -> Dict[str, Any]:
         """What `plan_tasks` needs: the processes per run and the CPU threads of each."""
-        from ..experiments.threads import choose_threads
+        from ..training.threads import choose_threads
         slots = self._slots()
         threads, why = choose_threads(self.threads, processes=len(slots) * max(1, self.gpus_per_run))
         return dict(nproc=max(1, self.gpus_per_run), threads=threads, threads_why=why, slots=len(slots))

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from ..experiments.launch_marker import launch_changes
-from ..experiments.run_folder import RunFileError
+from ..runs.launch_marker import launch_changes
+from ..runs.run_folder import RunFileError
 from .errors import LaunchError, StateFileError
 from .executors import stopped_reason
 from .liveness import same_process

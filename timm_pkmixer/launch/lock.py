@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, Mapping
 
-from ..experiments.atomic_json import write_json
+from ..atomic_json import write_json
 from . import executors
 from .errors import LaunchLockedError
 from .liveness import identity, same_process

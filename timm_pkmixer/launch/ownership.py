@@ -1,14 +1,14 @@
 """Who owns a run folder and what it was asked to train: the launch marker ``RUN_DIR/pkmixer_launch.json``
-(:data:`~timm_pkmixer.experiments.launch_marker.LAUNCH_MARKER`, read by
-:func:`~timm_pkmixer.experiments.launch_marker.read_launch_marker`).
+(:data:`~timm_pkmixer.runs.launch_marker.LAUNCH_MARKER`, read by
+:func:`~timm_pkmixer.runs.launch_marker.read_launch_marker`).
 
 * **One owner.** A run's first start creates the marker atomically (written beside it, hard-linked into place):
   the launched folder's id and the recipe's file name. A launch whose recipe's run folder is another's (another
   recipe, another launched folder, or — without a marker — a run of another model) is refused by name before
   anything trains (:func:`owner_problem`); two launches that both planned it cannot both start it (:func:`claim`).
 * **What it was asked to train.** Each start records the digest of the recipe's keys and the launch's train.py
-  arguments (:func:`~timm_pkmixer.experiments.launch_marker.run_digest`) with both; a finished run whose recipe or
-  arguments changed since is stale (:func:`~timm_pkmixer.experiments.launch_marker.launch_changes`), and is rerun only
+  arguments (:func:`~timm_pkmixer.runs.launch_marker.run_digest`) with both; a finished run whose recipe or
+  arguments changed since is stale (:func:`~timm_pkmixer.runs.launch_marker.launch_changes`), and is rerun only
   into a fresh folder, the old one moved aside (:func:`move_aside`)."""
 import json
 import os
@@ -18,10 +18,10 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 
 import yaml
 
-from ..experiments.atomic_json import write_json
-from ..experiments.launch_marker import LAUNCH_MARKER, read_launch_marker, run_digest
-from ..experiments.run_folder import ARGS_YAML, RunFileError, read_args_yaml
-from ..experiments.safe_yaml import load_yaml
+from ..atomic_json import write_json
+from ..runs.launch_marker import LAUNCH_MARKER, read_launch_marker, run_digest
+from ..runs.run_folder import ARGS_YAML, RunFileError, read_args_yaml
+from ..safe_yaml import load_yaml
 from .errors import RunFolderTakenError, StateFileError
 from .state_files import create_json, read_text
 

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..experiments.atomic_json import write_json
+from ..atomic_json import write_json
 from .errors import StateFileError, TrainArgsChangedError
 from .liveness import identity
 from .state_files import create_json, read_json

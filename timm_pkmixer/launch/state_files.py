@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 from typing import IO, Any, Dict, Mapping, Optional, Tuple
 
-from ..experiments.atomic_json import temporary_beside
+from ..atomic_json import temporary_beside
 from .errors import StateFileError
 
 __all__ = ['MAX_BYTES', 'open_regular', 'read_text', 'read_json', 'create_json', 'open_log']

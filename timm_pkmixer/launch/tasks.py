@@ -20,9 +20,9 @@ from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, T
 import yaml
 
 from ..errors import CheckpointError, UserInputError
-from ..experiments.launch_marker import launch_changes
-from ..experiments.run_folder import ARGS_YAML, SUMMARY_CSV, run_state, run_state_with_schedule, schedule_record
-from ..experiments.safe_yaml import load_yaml, yaml_reason
+from ..runs.launch_marker import launch_changes
+from ..runs.run_folder import ARGS_YAML, SUMMARY_CSV, run_state, run_state_with_schedule, schedule_record
+from ..safe_yaml import load_yaml, yaml_reason
 from .errors import LaunchError, RunFolderTakenError, StateFileError
 from .ownership import claim, mark_start, owner_problem
 from .records import folder_id, launch_state_dir, read_train_args, write_record
@@ -157,7 +157,7 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
     `train_args` go to every run; each run gets ``--output`` / ``--experiment`` (its run folder, see
     :func:`default_run_dir`; `train_args` may set them too), ``--train-py`` and, when given, ``--threads``.
     """
-    from ..experiments.train_py import find_train_py, prepare_train
+    from ..training.train_py import find_train_py, prepare_train
     folder = Path(folder).absolute()
     recipes = find_recipes(folder)
     train_py_path = str(find_train_py(train_py).absolute())

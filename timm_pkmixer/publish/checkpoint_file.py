@@ -2,7 +2,7 @@
 ``pkmixer expand`` start here; `hub` writes and uploads what they publish).
 
 Checkpoints are read safely: safetensors, or ``torch.load(weights_only=True)``; a run's ``args.yaml`` by
-:mod:`timm_pkmixer.experiments.run_folder` (safe YAML: a ``!!python`` tag is refused, never executed; aliases
+:mod:`timm_pkmixer.runs.run_folder` (safe YAML: a ``!!python`` tag is refused, never executed; aliases
 bounded). The checked model is built as it was trained (the run's arguments, then the caller's) and loads the
 weights strictly: another architecture, S, C, depth, permutation or mask seed is refused, and so are digests cast to a
 float dtype
@@ -20,8 +20,8 @@ from timm.models import clean_state_dict
 
 from ..catalog import check_model_kwargs, is_pkmixer_model
 from ..errors import ArgumentValueError, CheckpointError, CheckpointMismatchError, InvalidArgumentError
-from ..experiments.run_folder import RunFileError, check_train_args, find_checkpoint, read_args_yaml
 from ..layers.structure import DerivedStructure
+from ..runs.run_folder import RunFileError, check_train_args, find_checkpoint, read_args_yaml
 
 __all__ = ['TrainingCheckpoint', 'load_checkpoint_file', 'read_train_args', 'read_checkpoint', 'check_finite',
            'check_digests', 'build_validated_model', 'TrainedModel', 'load_trained_model']
@@ -86,7 +86,7 @@ def load_checkpoint_file(path: Path) -> Any:
 
 
 def read_train_args(path: Path) -> Dict[str, Any]:
-    """A train.py ``args.yaml`` as a dict, read by :func:`~timm_pkmixer.experiments.run_folder.read_args_yaml`
+    """A train.py ``args.yaml`` as a dict, read by :func:`~timm_pkmixer.runs.run_folder.read_args_yaml`
     (safe YAML, aliases bounded): a file that is not YAML, holds a tag safe_load does not build (``!!python/...``:
     refused, never executed), is not a mapping or has a ``model_kwargs`` that is not a mapping is refused naming it."""
     try:
@@ -250,7 +250,7 @@ def load_trained_model(
         model_name: Optional[str] = None,
         model_kwargs: Optional[Dict[str, Any]] = None,
 ) -> TrainedModel:
-    """The model a train.py run folder (its checkpoint: :func:`~timm_pkmixer.experiments.run_folder.find_checkpoint`)
+    """The model a train.py run folder (its checkpoint: :func:`~timm_pkmixer.runs.run_folder.find_checkpoint`)
     or a checkpoint file holds, built as it was trained and loaded strictly (:func:`build_validated_model`).
 
     Args:

@@ -12,8 +12,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from .._timm import generate_readme
 from ..catalog import summarize
 from ..description import built_label
-from ..experiments.run_folder import RunFileError, read_summary, row_problem
 from ..permutation_kinds import PERMUTATION_KINDS
+from ..runs.run_folder import RunFileError, read_summary, row_problem
 
 __all__ = ['PAPER_ARXIV', 'PAPER_BIBTEX', 'RunMetrics', 'read_run_metrics', 'build_model_card', 'render_model_card']
 
@@ -65,7 +65,7 @@ def read_run_metrics(
 
     Raises:
         RunFileError: the summary.csv has a faulty row, or the pushed epoch's values are not a measurement
-            (:func:`timm_pkmixer.experiments.run_folder.row_problem`), as the report refuses them.
+            (:func:`timm_pkmixer.runs.run_folder.row_problem`), as the report refuses them.
     """
     if not summary_csv.is_file():
         return None, ''

@@ -3,16 +3,16 @@ points, seeds and every setting with its value and source), which ``--explain`` 
 
 The figure a sweep reproduces is chosen by what the base recipe says, not by its name: a packaged recipe names the
 figures it is the base of on ``# figure: KEY`` lines (read by
-:func:`~timm_pkmixer.experiments.recipes.read_recipe_comments`; ``figure`` picks one explicitly; the keys and every
-figure's settings with their sources are in :mod:`timm_pkmixer.experiments.sweep_tables`). A recipe
+:func:`~timm_pkmixer.sweeps.recipes.read_recipe_comments`; ``figure`` picks one explicitly; the keys and every
+figure's settings with their sources are in :mod:`timm_pkmixer.sweeps.sweep_tables`). A recipe
 of no figure gets the experiment's points around its own model, with no SW-MLP arm. The points come from the
-planner of the figure's kind (:data:`~timm_pkmixer.experiments.sweep_planners.PLANNERS`); each recipe is the base
+planner of the figure's kind (:data:`~timm_pkmixer.sweeps.sweep_planners.PLANNERS`); each recipe is the base
 recipe with ``model``, ``model_kwargs``, ``seed`` and ``experiment`` (the run's name, for people) set, plus the
 figure's training overrides.
 
 Planning checks every point (it builds its model on the meta device), so ``--explain`` and writing refuse the same
 sweeps with the same message. Where the paper's text and its tables disagree, the figure's
-:class:`~timm_pkmixer.experiments.sweep_tables.Disagreement` records both readings; the first is used unless
+:class:`~timm_pkmixer.sweeps.sweep_tables.Disagreement` records both readings; the first is used unless
 ``readings={KEY: NAME}`` picks the other, and the plan's settings say which.
 """
 import json
@@ -24,9 +24,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import InvalidArgumentError
 from ..permutation_kinds import PERMUTATION_KINDS
+from ..runs.run_folder import SEED_RANGE
 from ..validation import choice
 from .recipes import load_recipe, read_recipe_comments, resolve_recipe
-from .run_folder import SEED_RANGE
 from .sweep_planners import PLANNERS, ExperimentPoint, SweepInput
 from .sweep_tables import (
     EXPERIMENTS,
@@ -374,7 +374,7 @@ def plan_sweep(
         dims: The channels C of a width sweep of Mixers (an MLP-Mixer's, Fig. 5's S-Mixers at any Ω, Fig. S.6's).
         depths: The depths L of the depth experiment (default Fig. 7's).
         densities: The densities p of the SW-MLPs of a sweep that has them (default the figure's).
-        figure: A key of :data:`~timm_pkmixer.experiments.sweep_tables.FIGURES` (default: the recipe's
+        figure: A key of :data:`~timm_pkmixer.sweeps.sweep_tables.FIGURES` (default: the recipe's
             ``# figure:`` line).
         readings: For a disagreement of the paper's text and tables, the reading to follow instead of the first
             (disagreement key → reading name, e.g. ``{'omega': 'text'}``; :attr:`Figure.disagreements`).

@@ -12,9 +12,9 @@ import numpy as np
 from ..analysis._matplotlib import require_matplotlib
 from ..errors import InvalidArgumentError
 from ..permutation_kinds import PERMUTATION_KINDS
+from ..runs.run_folder import ARGS_YAML, RunFileError, read_args_yaml
+from ..runs.run_folder import read_summary as read_run_summary
 from .curve_figures import add_note, integer_epochs, plot_curve_bands
-from .run_folder import ARGS_YAML, RunFileError, read_args_yaml
-from .run_folder import read_summary as read_run_summary
 
 __all__ = ['read_summary', 'run_label', 'group_runs', 'plot_runs', 'square_channels', 'plot_report', 'dataset_of']
 

@@ -2,7 +2,7 @@
 
 :func:`write_epochs_csv` writes it beside ``report.csv``; :func:`read_epochs_csv` reads it back into the runs it
 came from, so that ``pkmixer report`` rebuilds the same report (and figures) from the file alone. A file that is not
-one is a :class:`~timm_pkmixer.experiments.run_folder.RunFileError` naming the line and column.
+one is a :class:`~timm_pkmixer.runs.run_folder.RunFileError` naming the line and column.
 """
 import csv
 import json

@@ -3,7 +3,7 @@
 Each :class:`Figure` is one figure's sweep (Hayase & Karakida, ICML 2024, App. C and D). Every value carries its
 source: a section or caption, or ``ours: why`` where the paper is silent. A figure has
 
-* ``kind``: which planner builds its points (:data:`timm_pkmixer.experiments.sweep_planners.PLANNERS`), with ``params``;
+* ``kind``: which planner builds its points (:data:`timm_pkmixer.sweeps.sweep_planners.PLANNERS`), with ``params``;
 * ``expects``: train.py keys the paper states for it and the base recipe should already hold (the sweep reports a
   base recipe that differs; the packaged recipes are tested to agree);
 * ``overrides``: train.py keys the figure changes from its base recipe's training (set in every point's recipe);

@@ -1,7 +1,7 @@
 """The data `pkmixer demo` trains on, and which: Fashion-MNIST whenever it can be had, Synthetic Shapes otherwise.
 
 Fashion-MNIST is prepared once under a cache folder (:func:`demo_cache_dir`, ``fashion_mnist/``) by
-:func:`~timm_pkmixer.experiments.fashion_mnist.prepare_fashion_mnist`: kept when it is already there, else from
+:func:`~timm_pkmixer.data.fashion_mnist.prepare_fashion_mnist`: kept when it is already there, else from
 Debian's ``dataset-fashion-mnist``, else by torchvision's download. The demo trains on a class-balanced subset (the
 first images of each class of the training set; validation: the first of each class of the test set), the same for
 every seed, so that seeds differ by training alone. *Synthetic Shapes* (four classes of 32×32 RGB shapes on a noisy

@@ -2,16 +2,16 @@
 
 A run is what train.py writes into its output folder: ``args.yaml`` (every argument: the model, its
 ``model_kwargs``, the seed, the schedule …) and ``summary.csv`` (one row per epoch, written by
-``timm.utils.update_summary``). The report reads them with :mod:`timm_pkmixer.experiments.run_folder`, the one reader of
+``timm.utils.update_summary``). The report reads them with :mod:`timm_pkmixer.runs.run_folder`, the one reader of
 train.py's files (also behind ``pkmixer plot run``, ``push`` and ``analyze``):
 
 * **identity**: a run *is* its resolved configuration. Runs whose ``args.yaml`` agree on everything but the seed and
-  the bookkeeping keys (:data:`~timm_pkmixer.experiments.run_folder.RUN_ONLY_KEYS`: name, output folder, resume,
+  the bookkeeping keys (:data:`~timm_pkmixer.runs.run_folder.RUN_ONLY_KEYS`: name, output folder, resume,
   logging …; and the seed-tied model arguments ``perm_seed`` / ``mask_seed``) form one group, whatever their names;
   names are only shown to people.
   Equal numbers are equal (``gamma: 4`` and ``gamma: 4.0`` are one configuration).
 * **the experiment** is given, or the one every run's sweep named (``pkmixer sweep`` → ``pkmixer launch``:
-  :func:`~.launch_marker.swept_experiment`), or named by what varies between the groups' models
+  :func:`~timm_pkmixer.sweeps.sweep_write.swept_experiment`), or named by what varies between the groups' models
   (:func:`infer_experiment`).
   Groups whose models are the same point of the figure but whose configurations differ elsewhere (another ``lr``,
   another ``data_dir`` …) are *listed*, run by run, and never averaged.
@@ -48,10 +48,11 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 from ..errors import InvalidArgumentError, UserInputError
 from ..markdown import markdown_table
 from ..permutation_kinds import PERMUTATION_KINDS
-from .epochs_csv import read_epochs_csv, write_epochs_csv
-from .launch_marker import launch_changes, swept_experiment
-from .run_folder import SEED_MODEL_ARGS, Run, RunFileError, epoch_ranges, find_runs, read_run
-from .sweep_tables import EXPERIMENTS
+from ..runs.epochs_csv import read_epochs_csv, write_epochs_csv
+from ..runs.launch_marker import launch_changes
+from ..runs.run_folder import SEED_MODEL_ARGS, Run, RunFileError, epoch_ranges, find_runs, read_run
+from ..sweeps.sweep_tables import EXPERIMENTS
+from ..sweeps.sweep_write import swept_experiment
 
 __all__ = ['COLUMNS', 'Point', 'Listed', 'Report', 'LISTED_KINDS', 'infer_experiment', 'build_report', 'write_report',
            'FIGURES_HINT']

@@ -4,7 +4,7 @@ A run folder is what train.py writes into ``--output/--experiment``: ``args.yaml
 ``summary.csv`` (a row per validated epoch, by ``timm.utils.update_summary``). This module reads them as train.py
 writes them:
 
-* **args.yaml** (:func:`read_args_yaml`): read by :func:`~timm_pkmixer.experiments.safe_yaml.load_yaml` (safe,
+* **args.yaml** (:func:`read_args_yaml`): read by :func:`~timm_pkmixer.safe_yaml.load_yaml` (safe,
   aliases bounded); ``model_kwargs`` must be a mapping (:func:`check_train_args`).
 * **summary.csv** (:func:`read_summary`): the header comes again after ``--resume`` into the same folder and an
   epoch may be written more than once (resumed from an earlier checkpoint): the last row written for an epoch wins.
@@ -16,7 +16,7 @@ writes them:
   :func:`run_state`: finished, unfinished (epoch k of n), failed or not started.
 
 The package's own files about runs are written and read where they are made: the report's ``epochs.csv`` in
-:mod:`~timm_pkmixer.experiments.epochs_csv`, a sweep's ``sweep.json`` by the sweep writer.
+:mod:`~timm_pkmixer.runs.epochs_csv`, a sweep's ``sweep.json`` by the sweep writer.
 * train.py's epoch count kept with a launched run (:func:`schedule_record`), so that its state can be read
   without torch (:func:`run_state_with_schedule`).
 
@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import yaml
 
 from ..errors import InvalidArgumentError
-from .safe_yaml import load_yaml, yaml_reason
+from ..safe_yaml import load_yaml, yaml_reason
 
 __all__ = ['ARGS_YAML', 'SUMMARY_CSV', 'CHECKPOINTS', 'RUN_ONLY_KEYS', 'SEED_MODEL_ARGS', 'SEED_RANGE', 'RUN_STATUSES',
            'cache_only_keys',

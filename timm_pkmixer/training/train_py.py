@@ -19,11 +19,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
+from ..data.datasets import DataSource, data_source
 from ..errors import ArgumentValueError, InvalidArgumentError, UserInputError
-from ..validation import positive_int
-from .datasets import DataSource, data_source
-from .env import env_int
-from .recipes import (
+from ..sweeps.recipes import (
     BatchAndLr,
     check_recipe_keys,
     load_recipe,
@@ -31,6 +29,8 @@ from .recipes import (
     resolve_batch_and_lr,
     resolve_recipe,
 )
+from ..validation import positive_int
+from .env import env_int
 
 __all__ = ['TRAIN_PY_ENV', 'TrainArgumentError', 'TrainPyError', 'find_train_py', 'missing_train_py_message',
            'load_train_py', 'train_py_arguments', 'format_train_args', 'LaunchArgumentError', 'ModelInfo', 'TrainPlan',
@@ -502,7 +502,7 @@ def _data_source(args: argparse.Namespace, options: Dict[str, List[str]]) -> Opt
 def run_train(plan: TrainPlan) -> None:
     """Run train.py's ``main()`` with its ``sys.argv`` and the plan's CPU threads; its exceptions propagate
     unchanged. With ``log_wandb``, the recipe's W&B group (its ``# wandb group:`` line, read by
-    :func:`~timm_pkmixer.experiments.recipes.read_recipe_comments`; train.py has no group argument) goes to W&B as
+    :func:`~timm_pkmixer.sweeps.recipes.read_recipe_comments`; train.py has no group argument) goes to W&B as
     ``WANDB_RUN_GROUP`` unless that is set."""
     from .threads import set_threads
     if plan.threads is not None:

@@ -4,7 +4,7 @@ it refuses (Ω, γ, C, depths, densities, permutations) and why.
 
 Every point is a record (:class:`ExperimentPoint`: model, model arguments, the recipe keys it sets, the model argument
 the training seed also sets and its coordinates in the figure). RP models use the training seed as ``perm_seed``,
-SW-MLPs as ``mask_seed``. Experiments (:data:`~timm_pkmixer.experiments.sweep_tables.EXPERIMENTS`): ``width``
+SW-MLPs as ``mask_seed``. Experiments (:data:`~timm_pkmixer.sweeps.sweep_tables.EXPERIMENTS`): ``width``
 (Fig. 4 left, 5, 6, S.1 left, S.2, S.6, S.7, S.8), ``depth`` (Fig. 7), ``rp-block`` (Fig. S.4), ``gamma``
 (Fig. S.3), ``patch`` (Fig. S.5), ``density`` (Fig. 2), ``seeds`` (Fig. 2 (d)).
 """

@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
+from ..data.demo_data import SHAPES, DemoData, choose_demo_data
 from ..errors import InvalidArgumentError
 from ..validation import positive_int
-from .demo_data import SHAPES, DemoData, choose_demo_data
 from .threads import choose_threads
 
 __all__ = ['DEFAULT_MODELS', 'DATA_CHOICES', 'DemoResult', 'Noise', 'run_demo', 'summary_lines', 'learned_threshold',

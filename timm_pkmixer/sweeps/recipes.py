@@ -1,6 +1,6 @@
 """Training recipes for timm's train.py: finding, loading and checking them, and the effective batch and lr.
 
-The paper's sweep tables live with the sweeps (:mod:`timm_pkmixer.experiments.sweep_tables`).
+The paper's sweep tables live with the sweeps (:mod:`timm_pkmixer.sweeps.sweep_tables`).
 
 A recipe is a YAML file for ``train.py --config``: its keys are train.py argument names (``dest``s such as
 ``batch_size``, ``model_kwargs``). train.py turns the keys into parser defaults, so command-line flags still
@@ -20,8 +20,8 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 import yaml
 
 from ..errors import UserInputError
+from ..safe_yaml import load_yaml, yaml_reason
 from ..validation import positive_int
-from .safe_yaml import load_yaml, yaml_reason
 from .sweep_tables import FIGURES
 
 __all__ = [
@@ -61,7 +61,7 @@ class RecipeComments:
 def parse_recipe_comments(text: str, name: str = 'recipe') -> RecipeComments:
     """The metadata of a recipe's text (`name` names it in errors). Refused, naming the line: a key given twice
     (a figure named twice), a line with no value, a ``# figure:`` that is not one key of
-    :data:`~timm_pkmixer.experiments.sweep_tables.FIGURES`."""
+    :data:`~timm_pkmixer.sweeps.sweep_tables.FIGURES`."""
     found: Dict[str, Dict[str, int]] = {key: {} for key in COMMENT_KEYS}  # key -> value -> its line
     for number, line in enumerate(text.splitlines(), 1):
         m = _COMMENT_LINE.match(line)
@@ -140,7 +140,7 @@ def resolve_recipe(name_or_path: str) -> Path:
 
 def load_recipe(path: str) -> Dict[str, Any]:
     """The recipe as a dict (safe YAML as train.py reads it, no Python tags; aliases bounded:
-    :func:`timm_pkmixer.experiments.safe_yaml.load_yaml`)."""
+    :func:`timm_pkmixer.safe_yaml.load_yaml`)."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(21, 'a recipe must be a YAML file, not a directory', str(path))

@@ -2,7 +2,8 @@
 the folder and what it asked to train (a digest of the recipe's keys and the train.py arguments,
 :func:`run_digest`). :func:`launch_changes` compares it with the recipe now: what changed makes a finished run
 stale. Read by `pkmixer launch` / `status` and by `pkmixer report` (which lists a stale run apart, and names the
-experiment the sweep that wrote a run's recipe named: :func:`swept_experiment`), so it lives below both."""
+experiment the sweep that wrote a run's recipe named: :func:`~timm_pkmixer.sweeps.sweep_write.swept_experiment`),
+so it lives below both."""
 import hashlib
 import json
 import os
@@ -12,12 +13,10 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
+from ..safe_yaml import load_yaml
 from .run_folder import PathLike, RunFileError
-from .safe_yaml import load_yaml
-from .sweep_write import SWEEP_RECORD, read_sweep_record
 
-__all__ = ['LAUNCH_MARKER', 'LAUNCH_TRAIN_ARGS', 'regular_text', 'run_digest', 'read_launch_marker', 'launch_changes',
-           'recipe_experiments', 'swept_experiment']
+__all__ = ['LAUNCH_MARKER', 'LAUNCH_TRAIN_ARGS', 'regular_text', 'run_digest', 'read_launch_marker', 'launch_changes']
 
 LAUNCH_MARKER = 'pkmixer_launch.json'  # in a run folder: which launched recipe owns it and what it asked to train
 LAUNCH_TRAIN_ARGS = ('launch', 'train_args.json')  # in a launched folder: the train.py arguments of its launches
@@ -108,33 +107,3 @@ def launch_changes(run_dir: PathLike) -> List[str]:
         return []
     changed = _changed_keys(marker.get('recipe_args') or {}, recipe_args)
     return changed + (['train.py arguments'] if train_args != (marker.get('train_args') or []) else [])
-
-
-def recipe_experiments(folder: PathLike) -> Dict[str, str]:
-    """{recipe file name: experiment} for the recipes `pkmixer sweep` wrote into `folder`, from its ``sweep.json``
-    ({} when there is none or it cannot be read: a folder of hand-written recipes)."""
-    path = Path(folder) / SWEEP_RECORD
-    if not path.is_file():
-        return {}
-    try:
-        record = read_sweep_record(path)
-    except RunFileError:
-        return {}
-    found: Dict[str, str] = {}
-    for sweep in record.get('sweeps', []):
-        for point in (sweep.get('points') or []) if isinstance(sweep, dict) else []:
-            if isinstance(point, dict) and isinstance(sweep.get('experiment'), str):
-                found.update({f: sweep['experiment'] for f in point.get('files') or [] if isinstance(f, str)})
-    return found
-
-
-def swept_experiment(run_dir: PathLike) -> Optional[str]:
-    """The experiment of the sweep whose recipe `pkmixer launch` ran into `run_dir` (its :data:`LAUNCH_MARKER`
-    names the launched folder and the recipe); None for a run not launched from a sweep's folder."""
-    try:
-        marker = read_launch_marker(run_dir)
-    except RunFileError:
-        return None
-    if not marker:
-        return None
-    return recipe_experiments(Path(run_dir) / marker['folder']).get(marker['recipe'])

@@ -11,15 +11,17 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
+from ..atomic_json import write_json
 from ..errors import InvalidArgumentError
-from .atomic_json import write_json
+from ..runs.launch_marker import read_launch_marker
+from ..runs.run_folder import PathLike, RunFileError
 from .recipes import comment_line, load_recipe, resolve_recipe
-from .run_folder import PathLike, RunFileError
 from .sweep_plan import SweepPlan, plan_sweep
 from .sweep_render import explain
 
 __all__ = ['SWEEP_RECORD', 'SWEEP_EXPLAINED', 'WANDB_PROJECT_MAXLEN', 'WANDB_PROJECT_FORBIDDEN', 'read_sweep_record',
-           'check_wandb_project', 'write_sweep']
+           'check_wandb_project', 'write_sweep',
+           'recipe_experiments', 'swept_experiment']
 
 SWEEP_RECORD, SWEEP_EXPLAINED = 'sweep.json', 'SWEEP.md'  # not *.yaml: `for r in DIR/*.yaml` trains recipes only
 # W&B's own rule for a project name (wandb 0.31: wandb.sdk.artifacts._validators.validate_project_name, NAME_MAXLEN and
@@ -145,3 +147,33 @@ def write_sweep(recipe: str, out_dir: str, add: bool = False, log_wandb: bool = 
     previous = explained.read_text(encoding='utf-8') + '\n' if explained.is_file() else ''
     explained.write_text(previous + explain(plan), encoding='utf-8')
     return paths
+
+
+def recipe_experiments(folder: PathLike) -> Dict[str, str]:
+    """{recipe file name: experiment} for the recipes `pkmixer sweep` wrote into `folder`, from its ``sweep.json``
+    ({} when there is none or it cannot be read: a folder of hand-written recipes)."""
+    path = Path(folder) / SWEEP_RECORD
+    if not path.is_file():
+        return {}
+    try:
+        record = read_sweep_record(path)
+    except RunFileError:
+        return {}
+    found: Dict[str, str] = {}
+    for sweep in record.get('sweeps', []):
+        for point in (sweep.get('points') or []) if isinstance(sweep, dict) else []:
+            if isinstance(point, dict) and isinstance(sweep.get('experiment'), str):
+                found.update({f: sweep['experiment'] for f in point.get('files') or [] if isinstance(f, str)})
+    return found
+
+
+def swept_experiment(run_dir: PathLike) -> Optional[str]:
+    """The experiment of the sweep whose recipe `pkmixer launch` ran into `run_dir` (its :data:`LAUNCH_MARKER`
+    names the launched folder and the recipe); None for a run not launched from a sweep's folder."""
+    try:
+        marker = read_launch_marker(run_dir)
+    except RunFileError:
+        return None
+    if not marker:
+        return None
+    return recipe_experiments(Path(run_dir) / marker['folder']).get(marker['recipe'])
