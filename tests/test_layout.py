@@ -291,3 +291,57 @@ def test_the_logging_configuration_check_sees_planted_ones():
                      'log.addHandler(logging.NullHandler())\nlog.propagate = False\nlog.info("fine")\n'
                      'from logging import basicConfig\nbasicConfig()\n')
     assert configures_logging(tree) == [2, 4, 5, 8]
+
+
+# ------------------------------------------------------------------------------------ one module opens the files
+
+# the wings whose files are the package's own state (recipes, sweeps, run folders, reports, the launcher's files)
+FILE_WINGS = ('launch', 'runs', 'sweeps', 'reports')
+# calls that open a file or parse one's text from disk; anywhere in FILE_WINGS they go through state_files
+_METHODS = {'fdopen', 'read_text', 'write_text', 'read_bytes', 'write_bytes', 'safe_load'}
+_MODULE_CALLS = {('os', 'open'), ('yaml', 'load'), ('json', 'load'), ('json', 'dump'), ('io', 'open')}
+# files that are not the package's: what the kernel says of a process (launch/liveness.py reads /proc)
+NOT_STATE_FILES = {('timm_pkmixer.launch.liveness', 'read_text')}
+
+
+def file_openers(tree: ast.AST, module: str) -> List[str]:
+    """``module:line: call`` for each call in `tree` that opens a file itself (``open(…)``, ``os.open``,
+    ``os.fdopen``, ``Path.read_text`` and the like, ``yaml.safe_load``, ``json.load``) rather than through
+    ``state_files`` (whose own ``read_text(path, problem)``, called by name, is the way)."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name):
+            name, hit = f.id, f.id == 'open'
+        elif isinstance(f, ast.Attribute):
+            base = f.value.id if isinstance(f.value, ast.Name) else ''
+            name, hit = f.attr, f.attr in _METHODS or (base, f.attr) in _MODULE_CALLS
+        else:
+            continue
+        if hit and (module, name) not in NOT_STATE_FILES:
+            found.append(f'{module}:{node.lineno}: {name}')
+    return found
+
+
+def test_one_module_opens_the_packages_files():
+    """`timm_pkmixer/state_files.py` opens every state file; the launcher, the run folders' readers, the sweeps (and
+    the recipes, in `sweeps/`) and the report call it, never `open` or `Path.read_text` themselves."""
+    found = []
+    users = set()
+    for name, path in sorted(_modules().items()):
+        if layer(name) in FILE_WINGS:
+            found += file_openers(ast.parse(path.read_text(encoding='utf-8')), name)
+    for name, targets in import_graph().items():
+        if 'timm_pkmixer.state_files' in targets:
+            users.add(layer(name))
+    assert found == []
+    assert set(FILE_WINGS) <= users  # and each of them uses it
+
+
+def test_the_file_check_sees_each_way_of_opening():
+    tree = ast.parse("open(p)\nos.open(p, 0)\nos.fdopen(3)\nPath(p).read_text()\nq.write_bytes(b'')\n"
+                     "yaml.safe_load(s)\nread_text(p, problem)\njson.loads(s)\n")
+    assert file_openers(tree, 'm') == ['m:1: open', 'm:2: open', 'm:3: fdopen', 'm:4: read_text', 'm:5: write_bytes',
+                                       'm:6: safe_load']

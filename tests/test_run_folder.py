@@ -16,7 +16,7 @@ from timm.utils import update_summary
 from timm_pkmixer.cli import main as pkmixer
 from timm_pkmixer.runs.epochs_csv import read_epochs_csv
 from timm_pkmixer.runs.run_folder import RunFileError, read_run, read_summary, run_state
-from timm_pkmixer.safe_yaml import YAMLAliasError, load_yaml
+from timm_pkmixer.state_files import YAMLAliasError, load_yaml
 from timm_pkmixer.sweeps.sweep_write import read_sweep_record
 
 from conftest import command_messages

@@ -6,9 +6,9 @@
 * `records`: the run records, the recorded train.py arguments and the folder's id in ``DIR/launch/``;
 * `ownership`: a run folder's owner and what it was asked to train (its launch marker: stale runs);
 * `liveness`: whether the process a record names is the one that wrote it (PID, start time, boot);
-* `state_files`: reading and writing those files (regular files only, JSON of a known shape, written whole);
-* `errors`: the wing's exceptions;
+* `errors`: the wing's exceptions (`state_file`: what is wrong with one of its files, in its words);
 * `launcher`: `pkmixer launch` (plan, lock, start, wait) and `pkmixer status` (each run's state).
 
-It stands beside ``experiments/`` (whose recipes, train.py and run-folder reader it uses) and imports nothing above.
+Its files are opened by :mod:`timm_pkmixer.state_files`; it reads run folders through ``runs/`` (the room the report
+reads them through too), runs recipes through ``training/``, and imports nothing above.
 """

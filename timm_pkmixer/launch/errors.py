@@ -2,12 +2,12 @@
 the folder, file, recipe or option (the command line prints it as ``pkmixer CMD: error: …``, exit 2)."""
 import shlex
 from pathlib import Path
-from typing import List
+from typing import Callable, List
 
 from ..errors import UserInputError
 
-__all__ = ['LaunchError', 'LaunchLockedError', 'StateFileError', 'RunFolderTakenError', 'TrainArgsChangedError',
-           'SlurmUnreachableError']
+__all__ = ['LaunchError', 'LaunchLockedError', 'StateFileError', 'state_file', 'RunFolderTakenError',
+           'TrainArgsChangedError', 'SlurmUnreachableError']
 
 
 class LaunchError(UserInputError, ValueError):
@@ -23,6 +23,12 @@ class StateFileError(LaunchError):
     """One of the launcher's own files (the lock, a run record, the recorded train.py arguments, a run folder's
     launch marker, a log) that cannot be used: not a regular file, not JSON, not of its shape; the message names the
     file and what to do."""
+
+
+def state_file(path: Path, what: str, remedy: str) -> Callable[[str], StateFileError]:
+    """What is wrong with the launcher's file `path` (for :mod:`timm_pkmixer.state_files`' readers) as a
+    :class:`StateFileError`: ``PATH is not WHAT (WHY): REMEDY``."""
+    return lambda why: StateFileError(f'{path} is not {what} ({why}): {remedy}')
 
 
 class RunFolderTakenError(LaunchError):

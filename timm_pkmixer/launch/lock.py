@@ -14,12 +14,11 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, Mapping
 
-from ..atomic_json import write_json
+from ..state_files import create_json, open_regular, read_json, write_json
 from . import executors
-from .errors import LaunchLockedError
+from .errors import LaunchLockedError, state_file
 from .liveness import identity, same_process
 from .records import launch_state_dir
-from .state_files import create_json, open_regular, read_json
 
 __all__ = ['MUTEX_WAIT_S', 'read_lock', 'holder_alive', 'acquire_lock', 'update_lock', 'release_lock']
 
@@ -35,7 +34,8 @@ def _remedy(folder: Path) -> str:
 
 def read_lock(folder: Path) -> Dict[str, Any]:
     """The folder's lock ({} when there is none). Raises :class:`StateFileError` for a file that is not one."""
-    return read_json(launch_state_dir(folder) / 'lock', 'a launch lock', _remedy(folder), _LOCK_SHAPE) or {}
+    path = launch_state_dir(folder) / 'lock'
+    return read_json(path, state_file(path, 'a launch lock', _remedy(folder)), _LOCK_SHAPE) or {}
 
 
 def holder_alive(record: Mapping[str, Any]) -> bool:
@@ -58,7 +58,7 @@ def _describe_holder(lock: Mapping[str, Any]) -> str:
 def _mutex(folder: Path) -> Iterator[None]:
     """Hold ``DIR/launch/lock.mutex`` exclusively (waiting at most :data:`MUTEX_WAIT_S`)."""
     path = launch_state_dir(folder) / 'lock.mutex'
-    fd = open_regular(path, os.O_RDWR | os.O_CREAT, 'the mutex of a launch lock', _remedy(folder))
+    fd = open_regular(path, os.O_RDWR | os.O_CREAT, state_file(path, 'the mutex of a launch lock', _remedy(folder)))
     assert fd is not None
     try:
         deadline = time.monotonic() + MUTEX_WAIT_S

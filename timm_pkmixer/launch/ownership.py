@@ -18,12 +18,10 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 
 import yaml
 
-from ..atomic_json import write_json
 from ..runs.launch_marker import LAUNCH_MARKER, read_launch_marker, run_digest
 from ..runs.run_folder import ARGS_YAML, RunFileError, read_args_yaml
-from ..safe_yaml import load_yaml
-from .errors import RunFolderTakenError, StateFileError
-from .state_files import create_json, read_text
+from ..state_files import create_json, load_yaml, read_text, write_json
+from .errors import RunFolderTakenError, StateFileError, state_file
 
 __all__ = ['owner_problem', 'claim', 'mark_start', 'move_aside']
 
@@ -85,7 +83,7 @@ def claim(recipe: Path, run_dir: Path, folder_id: str) -> None:
 def mark_start(recipe: Path, run_dir: Path, train_args: Sequence[str]) -> Optional[str]:
     """Record in `run_dir`'s marker what this start trains: the recipe's keys as they are now, `train_args` and
     their digest (returned; None for a recipe that is no longer a mapping, which the run itself refuses)."""
-    text = read_text(Path(recipe), 'a recipe', 'give a YAML mapping of train.py arguments') or ''
+    text = read_text(recipe, state_file(Path(recipe), 'a recipe', 'give a YAML mapping of train.py arguments')) or ''
     try:
         recipe_args = load_yaml(text)
     except yaml.YAMLError:

@@ -10,10 +10,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..atomic_json import write_json
-from .errors import StateFileError, TrainArgsChangedError
+from ..state_files import create_json, read_json, write_json
+from .errors import StateFileError, TrainArgsChangedError, state_file
 from .liveness import identity
-from .state_files import create_json, read_json
 
 __all__ = ['STATE_DIR', 'launch_state_dir', 'record_path', 'write_record', 'read_record', 'folder_id',
            'read_train_args', 'settle_train_args', 'train_args_differences']
@@ -42,7 +41,8 @@ def record_path(state_dir: Path, name: str) -> Path:
 def read_record(state_dir: Path, name: str) -> Dict[str, Any]:
     """Run `name`'s record ({} if there is none), its paths absolute. Raises :class:`StateFileError` for one that
     is not a run record (not a regular file, not JSON, a field of the wrong type)."""
-    record = read_json(record_path(state_dir, name), 'a run record of pkmixer launch', _remedy(state_dir),
+    path = record_path(state_dir, name)
+    record = read_json(path, state_file(path, 'a run record of pkmixer launch', _remedy(state_dir)),
                        _RECORD_SHAPE) or {}
     folder = Path(state_dir).parent
     return {**record, **{k: str(folder / record[k]) for k in _PATH_KEYS if k in record}}
@@ -70,17 +70,19 @@ def folder_id(state_dir: Path, create: bool = False) -> Optional[str]:
     names as its owner. `create`: make one if there is none (None otherwise)."""
     path = Path(state_dir) / 'folder.json'
     shape = dict(id=(str,))
-    record = read_json(path, 'the id of a launched folder', _remedy(state_dir), shape)
+    problem = state_file(path, 'the id of a launched folder', _remedy(state_dir))
+    record = read_json(path, problem, shape)
     if record is None and create:
         create_json(path, dict(id=uuid.uuid4().hex, created=time.time()))
-        record = read_json(path, 'the id of a launched folder', _remedy(state_dir), shape)
+        record = read_json(path, problem, shape)
     return record.get('id') if record else None
 
 
 def read_train_args(state_dir: Path) -> Optional[List[str]]:
     """The train.py arguments recorded by the folder's launches (None: never recorded)."""
     path = Path(state_dir) / 'train_args.json'
-    record = read_json(path, "the launch's train.py arguments", _remedy(state_dir), dict(train_args=(list,)))
+    record = read_json(path, state_file(path, "the launch's train.py arguments", _remedy(state_dir)),
+                       dict(train_args=(list,)))
     if record is None:
         return None
     args = record.get('train_args')

@@ -22,11 +22,10 @@ import yaml
 from ..errors import CheckpointError, UserInputError
 from ..runs.launch_marker import launch_changes
 from ..runs.run_folder import ARGS_YAML, SUMMARY_CSV, run_state, run_state_with_schedule, schedule_record
-from ..safe_yaml import load_yaml, yaml_reason
-from .errors import LaunchError, RunFolderTakenError, StateFileError
+from ..state_files import load_yaml, open_log, read_tail, read_text, yaml_reason
+from .errors import LaunchError, RunFolderTakenError, StateFileError, state_file
 from .ownership import claim, mark_start, owner_problem
 from .records import folder_id, launch_state_dir, read_train_args, write_record
-from .state_files import open_log, open_regular
 
 __all__ = ['STATES', 'LOG_TAIL', 'Progress', 'run_progress', 'find_recipes', 'default_run_dir', 'log_tail', 'Task',
            'plan_tasks', 'execute']
@@ -91,8 +90,8 @@ def find_recipes(folder: Path) -> List[Path]:
         raise LaunchError(f'{folder} holds no recipes (*.yaml); write some with `pkmixer sweep … --out-dir {folder}`')
     for path in recipes:
         try:
-            cfg = load_yaml(path.read_text(encoding='utf-8'))
-        except (yaml.YAMLError, UnicodeDecodeError) as e:
+            cfg = load_yaml(read_text(path, _not_a_recipe(path)) or '')
+        except yaml.YAMLError as e:
             raise LaunchError(f'{path} is not a recipe: not YAML ({yaml_reason(e)})') from None
         if not isinstance(cfg, dict):
             raise LaunchError(f'{path} is not a recipe: a recipe is a mapping of train.py arguments, this is a '
@@ -100,12 +99,16 @@ def find_recipes(folder: Path) -> List[Path]:
     return recipes
 
 
+def _not_a_recipe(path: Path):
+    return lambda why: LaunchError(f'{path} is not a recipe: {why}')
+
+
 def default_run_dir(recipe: Path, output: Optional[str] = None, experiment: Optional[str] = None) -> Path:
     """Where a recipe's run lands: `output` / `experiment` (default: the recipe's own keys, else
     ``<its folder>/runs`` and the recipe's name), absolute."""
     recipe = Path(recipe)
     if output is None or experiment is None:
-        cfg = load_yaml(recipe.read_text(encoding='utf-8')) or {}
+        cfg = load_yaml(read_text(recipe, _not_a_recipe(recipe)) or '') or {}
         output = output or cfg.get('output') or str(recipe.parent / 'runs')
         experiment = experiment or cfg.get('experiment') or recipe.stem
     return (Path(output) / str(experiment)).absolute()
@@ -114,12 +117,7 @@ def default_run_dir(recipe: Path, output: Optional[str] = None, experiment: Opti
 def log_tail(path: Path, lines: int = LOG_TAIL) -> List[str]:
     """The last `lines` non-blank lines of a log (its last 16 KiB read); none if there is no log. A special file
     in its place is a :class:`StateFileError`."""
-    fd = open_regular(Path(path), os.O_RDONLY, 'a run log', 'remove it if no launch is running')
-    if fd is None:
-        return []
-    with os.fdopen(fd, 'rb') as f:
-        f.seek(max(0, f.seek(0, 2) - 16384))
-        text = f.read().decode('utf-8', 'replace')
+    text = read_tail(path, state_file(Path(path), 'a run log', 'remove it if no launch is running'), 16384) or ''
     return [line for line in text.splitlines() if line.strip()][-lines:]
 
 
@@ -221,8 +219,9 @@ def _refuse(task: Task, error: UserInputError, job: Optional[str]) -> int:
 
 
 def _log(task: Task) -> IO[str]:
-    return open_log(Path(task.state_dir) / 'logs' / f'{task.name}.log',
-                    f'remove it if no launch of {Path(task.state_dir).parent} is running')
+    path = Path(task.state_dir) / 'logs' / f'{task.name}.log'
+    return open_log(path, state_file(path, 'a run log', f'remove it if no launch of {Path(task.state_dir).parent} '
+                                                         f'is running'))
 
 
 def _header(task: Task, so_far: Progress, resume: Optional[str], job: Optional[str]) -> str:

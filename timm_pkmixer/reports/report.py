@@ -34,6 +34,7 @@ sample standard deviation over seeds (n − 1). :func:`write_report` writes ``re
 form, no machine path), from which :func:`build_report` rebuilds the same report; figures need the ``plot`` extra.
 """
 import csv
+import io
 import json
 import logging
 import math
@@ -51,6 +52,7 @@ from ..permutation_kinds import PERMUTATION_KINDS
 from ..runs.epochs_csv import read_epochs_csv, write_epochs_csv
 from ..runs.launch_marker import launch_changes
 from ..runs.run_folder import SEED_MODEL_ARGS, Run, RunFileError, epoch_ranges, find_runs, read_run
+from ..state_files import write_text
 from ..sweeps.sweep_tables import EXPERIMENTS
 from ..sweeps.sweep_write import swept_experiment
 
@@ -456,11 +458,12 @@ def write_report(report: Report, out_dir: str, figures: bool = True) -> Tuple[Li
     out.mkdir(parents=True, exist_ok=True)
     rows = report.rows()
     written = [out / 'report.csv', out / 'report.md', out / 'epochs.csv']
-    with open(out / 'report.csv', 'w', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: _csv_value(v) for k, v in row.items()})
+    table = io.StringIO(newline='')
+    writer = csv.DictWriter(table, fieldnames=COLUMNS)
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _csv_value(v) for k, v in row.items()})
+    write_text(out / 'report.csv', table.getvalue())
     averaged = sum(len(p.runs) for p in report.points)
     md = [f'# Report: {report.experiment}', '',
           f'{averaged} runs averaged in {len(report.points)} groups (runs equal in every argument but the seed and '
@@ -481,7 +484,7 @@ def write_report(report: Report, out_dir: str, figures: bool = True) -> Tuple[Li
         md += [f'- `{n}`: {why}' for n, why in report.unreadable]
     if report.warnings:
         md += ['', '## Warnings', ''] + [f'- {w}' for w in report.warnings]
-    (out / 'report.md').write_text('\n'.join(md) + '\n', encoding='utf-8')
+    write_text(out / 'report.md', '\n'.join(md) + '\n')
     write_epochs_csv(report.runs, out / 'epochs.csv')
     skipped = None
     if figures and report.points:

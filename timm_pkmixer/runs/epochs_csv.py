@@ -5,12 +5,15 @@ came from, so that ``pkmixer report`` rebuilds the same report (and figures) fro
 one is a :class:`~timm_pkmixer.runs.run_folder.RunFileError` naming the line and column.
 """
 import csv
+import errno
+import io
 import json
 import os
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..state_files import read_text, write_text
 from .run_folder import RUN_ONLY_KEYS, PathLike, Run, RunFileError, cache_only_keys, check_train_args, make_run
 
 __all__ = ['write_epochs_csv', 'read_epochs_csv']
@@ -46,16 +49,17 @@ def write_epochs_csv(runs: Sequence[Run], path: PathLike) -> None:
     for run in runs:
         for row in run.epochs.values():
             metrics += [k for k in row if k not in metrics]
-    with open(path, 'w', newline='') as f:
-        writer = csv.writer(f)
-        writer.writerow(['run', 'seed', 'model', 'model_kwargs', 'epoch', *metrics, 'config', 'read_problems'])
-        for run in runs:
-            head = [run.name, run.seed, run.model, _dump(run.model_kwargs)]
-            tail = [_dump(_portable(run.args)), ' | '.join(run.read_problems)]
-            for i, epoch in enumerate(sorted(run.epochs) or [None]):
-                row = run.epochs.get(epoch, {}) if epoch is not None else {}
-                writer.writerow([*head, '' if epoch is None else epoch,
-                                 *[repr(row[k]) if k in row else '' for k in metrics], *(tail if i == 0 else ['', ''])])
+    f = io.StringIO(newline='')
+    writer = csv.writer(f)
+    writer.writerow(['run', 'seed', 'model', 'model_kwargs', 'epoch', *metrics, 'config', 'read_problems'])
+    for run in runs:
+        head = [run.name, run.seed, run.model, _dump(run.model_kwargs)]
+        tail = [_dump(_portable(run.args)), ' | '.join(run.read_problems)]
+        for i, epoch in enumerate(sorted(run.epochs) or [None]):
+            row = run.epochs.get(epoch, {}) if epoch is not None else {}
+            writer.writerow([*head, '' if epoch is None else epoch,
+                             *[repr(row[k]) if k in row else '' for k in metrics], *(tail if i == 0 else ['', ''])])
+    write_text(path, f.getvalue())
 
 
 def _epochs_line(path: Path, lineno: int, line: Dict[str, str], first: bool) -> Tuple[Optional[Dict], Optional[int],
@@ -96,21 +100,24 @@ def read_epochs_csv(path: PathLike) -> List[Run]:
     path = Path(path)
     runs: OrderedDict[str, Tuple[Dict, Dict, List[str]]] = OrderedDict()
     try:
-        with open(path, newline='', encoding='utf-8') as f:
-            reader = csv.DictReader(f)
-            if reader.fieldnames is None or not set(_EPOCHS_FIXED) <= set(reader.fieldnames):
-                raise RunFileError(f'{path}: not an epochs.csv of `pkmixer report` (columns '
-                                   f'{", ".join(_EPOCHS_FIXED)})')
-            for line in reader:
-                if None in line:
-                    raise RunFileError(f'{path}, line {reader.line_num}: more values than columns')
-                first = line['run'] not in runs
-                args, epoch, metrics = _epochs_line(path, reader.line_num, line, first)
-                if first:
-                    runs[line['run']] = (args, {}, [p for p in (line['read_problems'] or '').split(' | ') if p])
-                if epoch is not None:
-                    runs[line['run']][1][epoch] = metrics
-    except (UnicodeDecodeError, csv.Error) as e:
+        text = read_text(path, lambda why: RunFileError(f'{path}: not an epochs.csv of `pkmixer report` ({why})'),
+                         limit=None)
+        if text is None:
+            raise FileNotFoundError(errno.ENOENT, 'No such file or directory', str(path))
+        reader = csv.DictReader(io.StringIO(text, newline=''))
+        if reader.fieldnames is None or not set(_EPOCHS_FIXED) <= set(reader.fieldnames):
+            raise RunFileError(f'{path}: not an epochs.csv of `pkmixer report` (columns '
+                               f'{", ".join(_EPOCHS_FIXED)})')
+        for line in reader:
+            if None in line:
+                raise RunFileError(f'{path}, line {reader.line_num}: more values than columns')
+            first = line['run'] not in runs
+            args, epoch, metrics = _epochs_line(path, reader.line_num, line, first)
+            if first:
+                runs[line['run']] = (args, {}, [p for p in (line['read_problems'] or '').split(' | ') if p])
+            if epoch is not None:
+                runs[line['run']][1][epoch] = metrics
+    except csv.Error as e:
         raise RunFileError(f'{path}: not an epochs.csv of `pkmixer report` ({type(e).__name__})') from None
     return [make_run(name, args, epochs, problems) for name, (args, epochs, problems) in runs.items()]
 

@@ -6,14 +6,12 @@ experiment the sweep that wrote a run's recipe named: :func:`~timm_pkmixer.sweep
 so it lives below both."""
 import hashlib
 import json
-import os
-import stat
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
-from ..safe_yaml import load_yaml
+from ..state_files import load_yaml, read_text
 from .run_folder import PathLike, RunFileError
 
 __all__ = ['LAUNCH_MARKER', 'LAUNCH_TRAIN_ARGS', 'regular_text', 'run_digest', 'read_launch_marker', 'launch_changes']
@@ -23,22 +21,9 @@ LAUNCH_TRAIN_ARGS = ('launch', 'train_args.json')  # in a launched folder: the t
 
 
 def regular_text(path: Path) -> Optional[str]:
-    """The text of `path` if it is a regular file (None if there is none); anything else (a FIFO, a device) is a
-    :class:`RunFileError`, never opened for a blocking read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise RunFileError(f'{path}: cannot be read ({e.strerror or e})') from None
-    with os.fdopen(fd, 'rb') as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise RunFileError(f'{path}: not a regular file')
-        data = f.read(1 << 20)
-    try:
-        return data.decode('utf-8')
-    except UnicodeDecodeError:
-        raise RunFileError(f'{path}: not a text file') from None
+    """The text of `path` if it is a regular file (None if there is none); anything else (a FIFO, a device, a symlink
+    loop, not text) is a :class:`RunFileError`, never opened for a blocking read."""
+    return read_text(path, lambda why: RunFileError(f'{path}: {why}'))
 
 
 def run_digest(recipe_args: Dict[str, Any], train_args: Sequence[str]) -> str:

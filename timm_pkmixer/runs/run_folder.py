@@ -4,7 +4,7 @@ A run folder is what train.py writes into ``--output/--experiment``: ``args.yaml
 ``summary.csv`` (a row per validated epoch, by ``timm.utils.update_summary``). This module reads them as train.py
 writes them:
 
-* **args.yaml** (:func:`read_args_yaml`): read by :func:`~timm_pkmixer.safe_yaml.load_yaml` (safe,
+* **args.yaml** (:func:`read_args_yaml`): read by :func:`~timm_pkmixer.state_files.load_yaml` (safe,
   aliases bounded); ``model_kwargs`` must be a mapping (:func:`check_train_args`).
 * **summary.csv** (:func:`read_summary`): the header comes again after ``--resume`` into the same folder and an
   epoch may be written more than once (resumed from an earlier checkpoint): the last row written for an epoch wins.
@@ -23,6 +23,8 @@ The package's own files about runs are written and read where they are made: the
 Every refusal is a :class:`RunFileError` naming the file (and the line and column where there is one).
 """
 import csv
+import errno
+import io
 import json
 import math
 import os
@@ -33,7 +35,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import yaml
 
 from ..errors import InvalidArgumentError
-from ..safe_yaml import load_yaml, yaml_reason
+from ..state_files import load_yaml, read_text, yaml_reason
 
 __all__ = ['ARGS_YAML', 'SUMMARY_CSV', 'CHECKPOINTS', 'RUN_ONLY_KEYS', 'SEED_MODEL_ARGS', 'SEED_RANGE', 'RUN_STATUSES',
            'cache_only_keys',
@@ -98,11 +100,12 @@ def read_args_yaml(path: PathLike) -> Dict[str, Any]:
     """
     path = Path(path)
     try:
-        args = load_yaml(path.read_text(encoding='utf-8'))
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        text = read_text(path, lambda why: RunFileError(f'{path}: cannot be read ({why})'), limit=None)
+        if text is None:
+            raise RunFileError(f'{path}: cannot be read (No such file or directory)')
+        args = load_yaml(text)
+    except yaml.YAMLError as e:
         raise RunFileError(f'{path}: not a train.py args.yaml that can be read safely ({yaml_reason(e)})') from e
-    except OSError as e:
-        raise RunFileError(f'{path}: cannot be read ({e.strerror or e})') from e
     if args is None:
         return {}
     if not isinstance(args, dict):
@@ -164,25 +167,25 @@ def read_summary(path: PathLike) -> Summary:
     faults: List[str] = []
     header: Optional[List[str]] = None
     try:
-        with open(path, newline='', encoding='utf-8') as f:
-            for lineno, cells in enumerate(csv.reader(f), 1):
-                if not cells:
-                    continue
-                if cells[0] == 'epoch' and (header is not None or 'train_loss' in cells):
-                    header = cells  # the first, or written again by a resumed train.py
-                    columns += [c for c in cells if c not in columns]
-                    continue
-                if header is None:
-                    raise _not_a_summary(path, f' (needs epoch and train_loss columns; line {lineno} is '
-                                               f'{",".join(cells)[:60]!r})')
-                row, fault = _parse_row(header, cells, lineno)
-                if row is None:
-                    faults.append(fault)
-                    continue
-                epoch = int(row.pop('epoch'))
-                epochs[epoch], lines[epoch] = row, lineno
-    except UnicodeDecodeError:
-        raise _not_a_summary(path, ': not a text file') from None
+        text = read_text(path, lambda why: _not_a_summary(path, f': {why}'), limit=None)
+        if text is None:
+            raise FileNotFoundError(errno.ENOENT, 'No such file or directory', str(path))
+        for lineno, cells in enumerate(csv.reader(io.StringIO(text, newline='')), 1):
+            if not cells:
+                continue
+            if cells[0] == 'epoch' and (header is not None or 'train_loss' in cells):
+                header = cells  # the first, or written again by a resumed train.py
+                columns += [c for c in cells if c not in columns]
+                continue
+            if header is None:
+                raise _not_a_summary(path, f' (needs epoch and train_loss columns; line {lineno} is '
+                                           f'{",".join(cells)[:60]!r})')
+            row, fault = _parse_row(header, cells, lineno)
+            if row is None:
+                faults.append(fault)
+                continue
+            epoch = int(row.pop('epoch'))
+            epochs[epoch], lines[epoch] = row, lineno
     except csv.Error as e:
         raise _not_a_summary(path, f': not a CSV file ({e})') from None
     return Summary(path, epochs, lines, tuple(columns), tuple(faults))

@@ -11,6 +11,7 @@ A recipe's comments also carry metadata train.py never sees, one ``# KEY: VALUE`
 (`pkmixer sweep`), ``# wandb group:`` its W&B group (`pkmixer train --log-wandb`; train.py has no argument for it).
 :func:`read_recipe_comments` is their one reader, :func:`comment_line` their one writer.
 """
+import errno
 import math
 import re
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 import yaml
 
 from ..errors import UserInputError
-from ..safe_yaml import load_yaml, yaml_reason
+from ..state_files import load_yaml, read_text, yaml_reason
 from ..validation import positive_int
 from .sweep_tables import FIGURES
 
@@ -85,7 +86,16 @@ def parse_recipe_comments(text: str, name: str = 'recipe') -> RecipeComments:
 
 def read_recipe_comments(path: Union[str, Path]) -> RecipeComments:
     """The comment metadata of the recipe file at `path` (:func:`parse_recipe_comments`)."""
-    return parse_recipe_comments(Path(path).read_text(encoding='utf-8'), str(path))
+    return parse_recipe_comments(_recipe_text(Path(path)), str(path))
+
+
+def _recipe_text(path: Path) -> str:
+    """The text of the recipe file `path`: a FIFO, a symlink loop or a file that is not text is a
+    :class:`RecipeError`; a missing one a ``FileNotFoundError``."""
+    text = read_text(path, lambda why: RecipeError(f'{path}: not a valid YAML recipe ({why})'), limit=None)
+    if text is None:
+        raise FileNotFoundError(errno.ENOENT, 'No such file or directory', str(path))
+    return text
 
 
 def comment_line(key: str, value: str) -> str:
@@ -140,13 +150,13 @@ def resolve_recipe(name_or_path: str) -> Path:
 
 def load_recipe(path: str) -> Dict[str, Any]:
     """The recipe as a dict (safe YAML as train.py reads it, no Python tags; aliases bounded:
-    :func:`timm_pkmixer.safe_yaml.load_yaml`)."""
+    :func:`timm_pkmixer.state_files.load_yaml`)."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(21, 'a recipe must be a YAML file, not a directory', str(path))
     try:
-        cfg = load_yaml(path.read_text(encoding='utf-8'))
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        cfg = load_yaml(_recipe_text(path))
+    except yaml.YAMLError as e:
         raise RecipeError(f'{path}: not a valid YAML recipe ({yaml_reason(e)})') from e
     if not isinstance(cfg, dict):
         raise RecipeError(f'{path}: a recipe must be a YAML mapping of train.py arguments, got {type(cfg).__name__}')

@@ -4,6 +4,7 @@ every point with its coordinates and files; one entry per sweep written into the
 :func:`read_sweep_record` and replaced whole) and ``SWEEP.md`` (:data:`SWEEP_EXPLAINED`: the explanation of each).
 Nothing already in the folder is overwritten.
 """
+import errno
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -11,10 +12,10 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from ..atomic_json import write_json
 from ..errors import InvalidArgumentError
 from ..runs.launch_marker import read_launch_marker
 from ..runs.run_folder import PathLike, RunFileError
+from ..state_files import read_text, write_json, write_text
 from .recipes import comment_line, load_recipe, resolve_recipe
 from .sweep_plan import SweepPlan, plan_sweep
 from .sweep_render import explain
@@ -39,12 +40,13 @@ def read_sweep_record(path: PathLike) -> Dict[str, Any]:
     """
     path = Path(path)
     try:
-        record = json.loads(path.read_text(encoding='utf-8'))
+        text = read_text(path, lambda why: RunFileError(f'{path}: not JSON ({why})'), limit=None)
+        if text is None:
+            raise FileNotFoundError(errno.ENOENT, 'No such file or directory', str(path))
+        record = json.loads(text)
     except json.JSONDecodeError as e:
         raise RunFileError(f'{path}: not JSON ({e.msg} at line {e.lineno}, column {e.colno}); '
                            f'`pkmixer sweep` writes it, move it away to start a new record') from None
-    except UnicodeDecodeError:
-        raise RunFileError(f'{path}: not JSON (not a text file)') from None
     if not isinstance(record, dict) or not isinstance(record.get('sweeps', []), list):
         raise RunFileError(f'{path}: not a sweep record (a JSON object with a list of sweeps)')
     return record
@@ -139,13 +141,13 @@ def write_sweep(recipe: str, out_dir: str, add: bool = False, log_wandb: bool = 
                       f'{f" ({plan.figure.title})" if plan.figure else ""}.\n'
                       f'# Written by `pkmixer sweep {recipe}`; every setting and its source: {SWEEP_RECORD}.\n'
                       + (comment_line('wandb group', group) if log_wandb else ''))
-            target.write_text(header + yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding='utf-8')
+            write_text(target, header + yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
             paths.append(target)
     sweeps = record.get('sweeps', []) + [_record(plan, names)]
     write_json(record_path, {'sweeps': sweeps}, ensure_ascii=False, default=str)
     explained = out / SWEEP_EXPLAINED
-    previous = explained.read_text(encoding='utf-8') + '\n' if explained.is_file() else ''
-    explained.write_text(previous + explain(plan), encoding='utf-8')
+    previous = read_text(explained, lambda why: RunFileError(f'{explained}: cannot be read ({why})'), limit=None)
+    write_text(explained, (previous + '\n' if previous is not None else '') + explain(plan))
     return paths
 
 
