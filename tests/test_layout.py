@@ -345,3 +345,25 @@ def test_the_file_check_sees_each_way_of_opening():
                      "yaml.safe_load(s)\nread_text(p, problem)\njson.loads(s)\n")
     assert file_openers(tree, 'm') == ['m:1: open', 'm:2: open', 'm:3: fdopen', 'm:4: read_text', 'm:5: write_bytes',
                                        'm:6: safe_load']
+
+
+# ------------------------------------------------------------------------------------------- rooms of one size
+
+MAX_MODULES, MAX_LINES = 14, 3000  # a folder past these does more than one job (cli/: one module per command)
+
+
+def folder_sizes() -> Dict[str, tuple]:
+    """package folder (relative, '.' for the root) -> (modules, lines)."""
+    sizes: Dict[str, list] = {}
+    for path in PACKAGE.rglob('*.py'):
+        entry = sizes.setdefault(path.parent.relative_to(PACKAGE).as_posix(), [0, 0])
+        entry[0] += 1
+        entry[1] += len(path.read_text(encoding='utf-8').splitlines())
+    return {k: tuple(v) for k, v in sizes.items()}
+
+
+def test_no_folder_holds_more_than_one_rooms_worth():
+    sizes = folder_sizes()
+    assert {'.', 'data', 'runs', 'sweeps', 'training', 'reports', 'launch'} <= set(sizes)
+    too_big = {k: v for k, v in sizes.items() if k != 'cli' and (v[0] > MAX_MODULES or v[1] > MAX_LINES)}
+    assert too_big == {}
