@@ -6,6 +6,7 @@ import math
 import os
 import re
 from pathlib import Path
+from typing import Tuple
 
 import pytest
 import timm
@@ -311,10 +312,12 @@ def train_transform(recipe: Path):
     return dataset.transform
 
 
-# C.4: "random crop and horizontal flip": timm's `rkrr` crop (rescale, then crop or pad), the flip, and the
-# conversion to a tensor (and the normalisation, where the prefetcher does not do it)
-CROP_AND_FLIP = {'ResizeKeepRatio', 'RandomCropOrPad', 'RandomHorizontalFlip', 'MaybeToTensor', 'MaybePILToTensor',
+# C.4: "random crop and horizontal flip": timm's square random-resized crop (scale 0.64-1, ratio 1), the flip, and
+# the conversion to a tensor (and the normalisation, where the prefetcher does not do it)
+CROP_AND_FLIP = {'RandomResizedCropAndInterpolation', 'RandomHorizontalFlip', 'MaybeToTensor', 'MaybePILToTensor',
                  'ToNumpy', 'Normalize'}
+# every recipe that trains at 32 px with a random crop: C.4's and the CIFAR-scale ones of C.1 and C.3
+RANDOM_CROP_RECIPES = sorted(p for p in RECIPES.glob('*/*.yaml') if 'train_crop_mode' in load_recipe(str(p)))
 
 
 @pytest.mark.parametrize('path', C4_RECIPES, ids=lambda p: f'{p.parent.name}/{p.stem}')
@@ -328,7 +331,59 @@ def test_c4_recipes_train_with_random_crop_and_flip_only(path):
     assert all((t.brightness, t.contrast, t.saturation, t.hue) == (None, None, None, None) for t in jitters), jitters
     assert {type(t).__name__ for t in steps if not isinstance(t, ColorJitter)} <= CROP_AND_FLIP, steps
     assert any(type(t).__name__ == 'RandomHorizontalFlip' and t.p == 0.5 for t in steps)
-    assert any(type(t).__name__ == 'RandomCropOrPad' for t in steps)
+    crop, = [t for t in steps if type(t).__name__ == 'RandomResizedCropAndInterpolation']
+    assert (tuple(crop.scale), tuple(crop.ratio)) == ((0.64, 1.0), (1.0, 1.0))
+
+
+def crop_geometry(recipe: Path, source_px: int, draws: int = 300) -> Tuple[float, float, float, float]:
+    """(least zoom, most zoom, most shift in px, share of images shifted by 1 px or more) of the crop of `recipe`'s
+    train transform as train.py builds it (the crop step alone: AutoAugment's own shears and shifts, where a recipe
+    adds it, are the policy's), on a black `source_px`² image holding a white square of a quarter of its side
+    at its centre: zoom is the square's width against its width after a plain resize to img_size, shift its
+    centre's largest offset from the image's centre (in output pixels)."""
+    import random
+
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    crop = next(t for t in train_transform(recipe).transforms
+                if type(t).__name__ == 'RandomResizedCropAndInterpolation')
+    size = load_recipe(str(recipe))['img_size']
+    side = source_px // 4
+    pixels = np.zeros((source_px, source_px), np.uint8)
+    start = (source_px - side) // 2
+    pixels[start:start + side, start:start + side] = 255
+    image = Image.fromarray(pixels).convert('RGB')
+    random.seed(0)
+    torch.manual_seed(0)
+    zooms, shifts = [], []
+    for _ in range(draws):
+        out = np.asarray(crop(image), dtype=np.float32)[..., 0]
+        ys, xs = np.nonzero(out > out.max() / 2)
+        zooms.append((xs.max() - xs.min() + 1) / (side * size / source_px))
+        centre = (size - 1) / 2
+        shifts.append(max(abs((xs.max() + xs.min()) / 2 - centre), abs((ys.max() + ys.min()) / 2 - centre)))
+    return min(zooms), max(zooms), max(shifts), float(np.mean(np.array(shifts) >= 1))
+
+
+# the images each data set holds before the recipe resizes them to 32 px
+SOURCE_PX = {'cifar10': 32, 'cifar100': 32, 'stl10': 96, 'fashion_mnist': 28}
+
+
+@pytest.mark.parametrize('path', RANDOM_CROP_RECIPES, ids=lambda p: f'{p.parent.name}/{p.stem}')
+def test_random_crops_zoom_at_most_1_25_and_shift_at_most_4_px_as_the_recipes_say(path):
+    """C.4's crop is CIFAR's pad-4 random 32 px crop: no zoom, a shift of up to 4 px. The recipes' square
+    random-resized crop of 64-100 % of the area zooms x1 to x1.25 (never past x1.5 either way) and shifts up to 4 px
+    (one pixel of rounding allowed at the 28 and 96 px sources), most images moved; train.py's defaults (scale 0.08,
+    the recipes' crop before) zoomed up to x3.5. The recipe's comment states what is measured here."""
+    assert load_recipe(str(path))['img_size'] == 32
+    least, most, shift, moved = crop_geometry(path, SOURCE_PX[path.parent.name])
+    assert 1 / 1.5 <= least and most <= 1.5
+    assert 0.95 <= least <= 1.05 and 1.15 <= most <= 1.3, (least, most)
+    assert 3 <= shift <= 5, shift
+    assert moved >= 0.5, moved
+    assert 'zoom x1 to x1.25,\n# a shift of up to 4 px at 32 px' in path.read_text()
 
 
 @pytest.mark.skipif(not REAL_TRAIN_PY, reason="TIMM_TRAIN_PY is not set: timm's train.py is not in the timm wheel")
