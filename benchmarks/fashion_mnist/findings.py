@@ -844,12 +844,14 @@ def _cost_finding(key: str, claim: str, folders: Sequence[str], model: str, not_
     deciding = [p for u, p in judged if u == unit]
     for p in parts:
         if p not in deciding:
-            p.verdict = Verdict(MEASURED, 'listed, not judged' if judged else p.verdict.why)
+            p.verdict = Verdict(MEASURED, 'listed, not judged' if judged else "a CPU: not Table S.3's machine")
     folder = f'speed/{folders[0]}' + ('*' if len(folders) > 1 else '')
     f = Finding(key, claim, paper, parts=parts, seeds='—', epochs='—', folder=folder,
                 command=' and '.join(f'`{COST_COMMANDS.get(x, "python benchmarks/speed/rp_cost.py")}`'
                                      for x in folders if (HERE.parent / 'speed' / x / 'rp_cost.json').is_file()))
     f.judge()
+    if not deciding:
+        f.word = NOT_SHOWN
     f.number = '; '.join(f'{p.name.split(", ")[-1]} {p.difference.split(", p")[0]}' for p in deciding) or '—'
     f.sentence = (f'Judged on the GPU per {unit}: ' + '; '.join(f'{p.name.split(", ")[-1]} {p.verdict.word}'
                                                                 for p in deciding) + '.' if deciding else
