@@ -1,9 +1,12 @@
-"""docs/findings.md's table is the one benchmarks/fashion_mnist/findings.py computes from the committed results, and
-its verdicts follow the stated rule (a difference counts when it exceeds twice its standard error)."""
+"""docs/findings.md is what benchmarks/fashion_mnist/findings.py computes from the committed results, and its verdicts
+follow the rules the page states: Welch intervals and p (checked against known t values), TOST for level claims,
+'not shown at this scale' on curves still moving, 'outside the paper's range', 'not yet run'."""
 import importlib.util
+import json
 import math
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -19,61 +22,200 @@ def findings():
     return module
 
 
-def test_the_doc_holds_the_table_the_committed_results_give(findings, capsys):
-    assert findings.main(['--check', str(ROOT / 'docs' / 'findings.md')]) == 0, capsys.readouterr().err
-    table = findings.table()
-    assert table.count('\n| ') == len([f for f in findings.ROWS if f()]) + 1  # the header and one row per result
+def test_the_docs_hold_what_the_committed_results_give(findings, capsys):
+    assert findings.main(['--check', str(ROOT / 'docs' / 'findings.md'),
+                          '--check-coverage', str(ROOT / 'docs' / 'experiments.md')]) == 0, capsys.readouterr().err
 
 
-def test_a_doc_whose_table_differs_is_named(findings, tmp_path, capsys):
+def test_a_page_that_differs_is_named(findings, tmp_path, capsys):
     doc = tmp_path / 'findings.md'
-    doc.write_text(findings.table().replace('±', '+/-', 1), encoding='utf-8')
+    doc.write_text(findings.page().replace('±', '+/-', 1), encoding='utf-8')
     assert findings.main(['--check', str(doc)]) == 1
-    assert capsys.readouterr().err.startswith(f'{doc}: its findings table differs from the committed results')
+    assert capsys.readouterr().err.startswith(f'{doc}: its findings differ from the committed results')
+    findings.main(['--write', str(doc)])
+    assert findings.main(['--check', str(doc)]) == 0
 
 
-def test_a_difference_counts_beyond_twice_its_standard_error(findings):
+# ------------------------------------------------------------------ Student's t
+@pytest.mark.parametrize('df, q975, q95', [
+    (1, 12.706204736174694, 6.313751514675037), (2, 4.302652729749462, 2.9199855803537242),
+    (3.5, 2.9400886379827282, 2.2224334936496004), (4, 2.7764451051977934, 2.1318467863266495),
+    (10, 2.228138851986274, 1.8124611228116756), (30, 2.0422724563012378, 1.697260886593957),
+    (1000, 1.9623390808264083, 1.6463788172854643)])
+def test_t_quantiles_are_the_tables(findings, df, q975, q95):
+    """scipy.stats.t.ppf's values (the printed tables: 12.706, 4.303, 2.776, 2.228, 2.042 …)."""
+    assert findings.t_quantile(0.975, df) == pytest.approx(q975, rel=1e-9)
+    assert findings.t_quantile(0.95, df) == pytest.approx(q95, rel=1e-9)
+    assert findings.t_quantile(0.025, df) == pytest.approx(-q975, rel=1e-9)
+
+
+@pytest.mark.parametrize('t, df, p', [(2, 4, 0.11611652351681556), (1, 1, 0.5), (3.1, 2.7, 0.061281770530354274),
+                                      (0.5, 10, 0.627893605742973), (10, 3, 0.0021283990584141503)])
+def test_two_sided_t_p_values(findings, t, df, p):
+    assert 2 * findings.t_sf(t, df) == pytest.approx(p, rel=1e-9)
+    assert findings.t_sf(-t, df) == pytest.approx(1 - p / 2, rel=1e-9)
+
+
+def test_the_incomplete_beta(findings):
+    assert findings.betainc(3.0, 3.0, 0.5) == pytest.approx(0.5)
+    assert findings.betainc(1.0, 1.0, 0.3) == pytest.approx(0.3)
+    assert findings.betainc(2.0, 1.0, 0.4) == pytest.approx(0.16)   # x^a for b = 1
+    assert findings.betainc(0.5, 0.5, 0.25) == pytest.approx(1 / 3)  # (2/π) asin √x
+
+
+def test_welch(findings):
     a, b = findings.Sample([10.0, 11.0, 12.0]), findings.Sample([12.0, 13.0, 14.0])
-    diff, se = findings.difference(a, b)
-    assert diff == -2.0 and se == pytest.approx(math.sqrt(2 / 3))  # sd 1 in each arm, n = 3
-    assert findings.shown(diff, se)  # 2 > 2 × 0.816
-    assert not findings.shown(-1.5, se)
-    assert math.isnan(findings.difference(findings.Sample([10.0]), b)[1]) and not findings.shown(*findings.difference(
-        findings.Sample([10.0]), b))  # one seed: no spread, nothing counts
+    c = findings.compare(a, b)
+    assert (c.diff, c.se, c.df) == (-2.0, pytest.approx(math.sqrt(2 / 3)), pytest.approx(4.0))
+    lo, hi = c.interval()
+    assert (lo, hi) == (pytest.approx(-2 - 2.7764451051977934 * math.sqrt(2 / 3)),
+                        pytest.approx(-2 + 2.7764451051977934 * math.sqrt(2 / 3)))
+    assert c.p == pytest.approx(2 * findings.t_sf(2 / math.sqrt(2 / 3), 4))
+    unequal = findings.compare(findings.Sample([1.0, 2.0, 3.0, 4.0, 5.0]), findings.Sample([1.0, 1.1, 1.2]))
+    v1, v2 = 2.5 / 5, 0.01 / 3
+    assert unequal.df == pytest.approx((v1 + v2) ** 2 / (v1 ** 2 / 4 + v2 ** 2 / 2))
+    one = findings.compare(findings.Sample([10.0]), b)
+    assert math.isnan(one.se) and one.text() == '-3.00 (one seed: no interval)'
+    assert findings.direction(one).word == findings.NO_DIFFERENCE
 
 
-def test_rp_verdicts(findings):
-    assert findings._rp_verdict(-0.1, 0.2, 15, 15).startswith('agrees: RP matches normal')
-    assert findings._rp_verdict(-1.0, 0.2, 15, 15) == 'agrees: RP beats normal beyond the seed spread'
-    assert findings._rp_verdict(1.0, 0.2, 5, 15) == ("not shown at this scale: RP trails normal beyond the seed "
-                                                     "spread after 5 of the recipe's 15 epochs")
-    assert findings._rp_verdict(1.0, 0.2, 15, 15) == 'disagrees: RP trails normal beyond the seed spread'
+# ------------------------------------------------------------------ the rules on made-up arms
+def _c(findings, a, b):
+    return findings.compare(findings.Sample(a), findings.Sample(b))
 
 
-def test_width_verdicts(findings):
-    """Fig. 5's row: the wider − the narrower error of an arm; lower agrees with the paper."""
-    assert findings._width_verdict('normal', -1.0, 0.2) == ('agrees', 'normal: agrees, the wider is better')
-    assert findings._width_verdict('RP', 1.0, 0.2) == ('disagrees', 'RP: disagrees, the wider is worse')
-    assert findings._width_verdict('RP', -0.3, 0.2) == ('', 'RP: no difference beyond twice its standard error')
-    assert findings._width_verdict('RP', -3.0, math.nan) == ('', 'RP: no difference beyond twice its standard error')
+def test_a_direction_agrees_disagrees_or_shows_nothing(findings):
+    lower = _c(findings, [10.0, 10.1, 9.9], [12.0, 12.1, 11.9])
+    assert findings.direction(lower, lower=True).word == findings.AGREES
+    assert findings.direction(lower, lower=False).word == findings.DISAGREES
+    overlapping = _c(findings, [10.0, 11.0, 12.0], [10.5, 11.5, 12.5])
+    assert findings.direction(overlapping).word == findings.NO_DIFFERENCE
+    # 2 SE is not the rule: a difference of 2.2 SE with 3 seeds an arm (df 4) is no difference shown
+    c = findings.Comparison(-2.2, 1.0, 4.0)
+    assert findings.direction(c).word == findings.NO_DIFFERENCE and 0.05 < c.p < 0.1
 
 
-def test_width_rows_overall_word(findings):
-    agree = findings._width_verdict('normal', -1.0, 0.2)
-    none = findings._width_verdict('RP', -0.3, 0.2)
-    worse = findings._width_verdict('SW-MLP', 1.0, 0.2)
-    assert findings._overall([agree, none]) == f'agrees in part: {agree.text}; {none.text}'
-    assert findings._overall([agree]) == f'agrees: {agree.text}'
-    assert findings._overall([none]) == f'not shown at this scale: {none.text}'
-    assert findings._overall([agree, none, worse]) == f'disagrees: {agree.text}; {none.text}; {worse.text}'
+def test_a_level_claim_needs_an_equivalence_test(findings):
+    level = _c(findings, [10.00, 10.05, 9.95], [10.02, 10.07, 9.97])
+    assert findings.level(level).word == findings.AGREES
+    assert findings.level(level).why.startswith('level within ±0.5 (TOST p')
+    noisy = _c(findings, [10.0, 11.0, 12.0], [10.2, 11.2, 12.2])   # no difference, but no equivalence either
+    assert findings.direction(noisy).word == findings.NO_DIFFERENCE
+    assert findings.level(noisy).word == findings.NO_DIFFERENCE and 'not shown' in findings.level(noisy).why
+    apart = _c(findings, [10.0, 10.1, 9.9], [12.0, 12.1, 11.9])
+    assert findings.level(apart).word == findings.DISAGREES
+    small = findings.Comparison(0.45, 0.1, 10.0)   # apart from 0, not from the margin
+    assert findings.level(small).word == findings.INCONCLUSIVE
+    assert findings.Comparison(0.0, 0.1, 10.0).tost_p(0.5) == pytest.approx(findings.t_sf(5.0, 10.0))
 
 
-def test_a_sample_over_seeds(findings):
-    s = findings.Sample([0.6, 0.7, 0.8])
-    assert (s.n, s.spread(3)) == (3, '0.700 ± 0.100')
-    assert findings.Sample([0.65]).spread(3) == '0.650' and math.isnan(findings.Sample([0.65]).sd)
+def test_match_or_beat(findings):
+    assert findings.match_or_beat(findings.Comparison(-1.0, 0.1, 4)).why.startswith('beats it')
+    assert findings.match_or_beat(findings.Comparison(0.05, 0.05, 8)).word == findings.AGREES   # level by TOST
+    assert findings.match_or_beat(findings.Comparison(1.0, 0.1, 4)).word == findings.DISAGREES
+    assert findings.match_or_beat(findings.Comparison(0.2, 0.3, 4)).word == findings.NO_DIFFERENCE
 
 
+class FakeArm:
+    """An arm from made-up error curves (one list per seed), with what the rows read of an arm."""
+
+    def __init__(self, findings, curves, name='arm', **description):
+        self.curves, self.name, self.epochs = curves, name, len(curves[0])
+        last = findings.Sample([c[-1] for c in curves])
+        self.values, self.n, self.mean, self.sd, self.spread = last.values, last.n, last.mean, last.sd, last.spread
+        self.description = SimpleNamespace(**description)
+        self.args = {}
+
+
+def test_curves_still_moving_are_not_shown(findings):
+    falling = FakeArm(findings, [[20, 18, 16, 14, 12.0], [20, 18, 16, 14, 12.1], [20, 18, 16, 14, 11.9]])
+    flat = FakeArm(findings, [[20, 14, 14, 14, 14.0], [20, 14, 14, 14, 14.2], [20, 14, 14, 14, 13.8]])
+    assert findings.flatness(falling).drift == pytest.approx(-2.0) and findings.flatness(falling).moving
+    assert findings.flatness(flat).moving is False
+    agrees = findings.Verdict(findings.AGREES, 'x')
+    assert findings.at_scale(agrees, [flat, flat]) == agrees
+    held = findings.at_scale(agrees, [flat, falling])
+    assert held.word == findings.NOT_SHOWN and held.why.startswith('still improving (otherwise agrees')
+    disagrees = findings.Verdict(findings.DISAGREES, 'x')
+    assert findings.at_scale(disagrees, [falling]).word == findings.NOT_SHOWN   # whatever the sign
+    rising = FakeArm(findings, [[10, 12, 14, 16, 18.0], [10, 12, 14, 16, 18.1], [10, 12, 14, 16, 17.9]])
+    assert findings.at_scale(agrees, [rising]).why.startswith('still moving')
+    short = FakeArm(findings, [[20, 12.0], [20, 12.1]])
+    assert findings.flatness(short).moving is None
+    assert findings.at_scale(agrees, [short]).why.startswith('curves too short to tell')
+    assert findings.curves_text([('a', flat)]) == 'flat'
+    assert findings.curves_text([('a', falling), ('b', flat)]) == 'still improving: a -2.00/ep. (SE 0.06)'
+
+
+def test_an_arm_outside_the_papers_range_is_no_disagreement(findings):
+    def sw(width, density, err):
+        return FakeArm(findings, [[err + 0.01 * i] * 5 for i in (-1, 0, 1)], family='SW-MLP', width=width,
+                       density=density)
+    part, c = findings._width_part('SW-MLP', [sw(1440, 0.1264, 10.0), sw(4096, 1 / 64, 12.0)], check_range=True)
+    assert c.diff > 0 and findings.direction(c).word == findings.DISAGREES
+    assert part.verdict.word == findings.OUTSIDE and 'm = 4096 (p = 1/64) outside' in part.verdict.why
+    inside, _ = findings._width_part('SW-MLP', [sw(540, 0.9, 12.0), sw(1619, 0.1, 10.0)], check_range=True)
+    assert inside.verdict.word == findings.AGREES
+
+
+def test_a_claims_word_from_its_parts(findings):
+    A, D, N, S, OUT, M = (findings.AGREES, findings.DISAGREES, findings.NO_DIFFERENCE, findings.NOT_SHOWN,
+                        findings.OUTSIDE, findings.MEASURED)
+    assert findings.overall([A, A, OUT, M]) == A
+    assert findings.overall([A, N]) == findings.IN_PART
+    assert findings.overall([A, S, D]) == D
+    assert findings.overall([S, N, OUT]) == S
+    assert findings.overall([OUT]) == OUT and findings.overall([N, M]) == N
+
+
+def test_fig6_the_centre_against_the_ends(findings):
+    def arm(c, s, err):
+        return FakeArm(findings, [[err + 0.01 * i] * 5 for i in (-1, 0, 1)], name=f'c{c}', family='S-Mixer',
+                       permutation=('normal',), dim=c, num_tokens=s)
+    lowest_in_the_middle = [arm(16, 173, 14.0), arm(48, 83, 12.0), arm(173, 16, 15.0)]
+    parts = [p.verdict.word for p, _ in findings.fig6_parts(lowest_in_the_middle)]
+    assert parts == [findings.AGREES, findings.AGREES]
+    lowest_at_an_end = [arm(16, 173, 11.0), arm(48, 83, 12.0), arm(173, 16, 15.0)]
+    assert findings.fig6_parts(lowest_at_an_end)[0][0].verdict.word == findings.DISAGREES
+
+
+def test_experiments_not_yet_run_say_so_and_make_up_no_number(findings, tmp_path, monkeypatch):
+    monkeypatch.setattr(findings, 'HERE', tmp_path / 'fashion_mnist')
+    every = findings.all_findings()
+    assert {f.word for f in every} == {findings.NOT_RUN}
+    assert all(f.number == '—' and not f.parts and f.sentence.startswith('Not yet run: ') for f in every)
+    page = findings.render(every)
+    assert '| a1 | RP S-Mixer matches or beats normal (S = C = 64, L = 8) | — | — | — | — | — | not yet run |' in page
+    cells = findings.coverage_cells(every)
+    assert cells['Fig. 6 (a–c)'] == 'e (`benchmarks/fashion_mnist/fig6/`): not yet run'
+    assert cells['Table S.3'].endswith('g2 (`benchmarks/speed/rp_cost_table_s3/`): not yet run')
+
+
+def test_the_module_constants_point_the_rows_at_their_folders(findings, tmp_path, monkeypatch):
+    """A row reads the folder its constant names: the committed (a) results under another name."""
+    monkeypatch.setattr(findings, 'HERE', tmp_path)
+    shutil.copytree(SCRIPT.parent / 'rp', tmp_path / 'elsewhere')
+    findings.arms.cache_clear()
+    monkeypatch.setattr(findings, 'RP_DIR', 'elsewhere')
+    monkeypatch.setitem(findings.RAN_ON, 'elsewhere', 'somewhere')
+    try:
+        row = findings.finding_rp_mixer()
+    finally:
+        findings.arms.cache_clear()
+    assert row.folder == 'fashion_mnist/elsewhere' and row.parts[0].difference.startswith('-0.80 [')
+
+
+def test_the_coverage_column_is_added_once(findings):
+    text = ('x\n\n| paper | command | test | committed |\n|---|---|---|---|\n| Fig. 5 | a | b | c |\n'
+            '| Fig. 1 | a | b | c |\n')
+    once = findings.with_coverage(text, {'Fig. 5': 'b1: agrees'})
+    assert once.split('\n')[2:6] == [f'| paper | command | test | committed | {findings.COVERAGE_COLUMN} |',
+                                     '|---|---|---|---|---|', '| Fig. 5 | a | b | c | b1: agrees |',
+                                     '| Fig. 1 | a | b | c | none |']
+    assert findings.with_coverage(once, {'Fig. 5': 'b1: agrees'}) == once
+
+
+# ------------------------------------------------------------------ CKA and cost
 def _cka(findings, **by_density):
     """{density: Sample} from keyword lists: p1=[…], p8=[…] for p = 1, 1/8 …"""
     return {1 / int(k[1:]): findings.Sample(v) for k, v in by_density.items()}
@@ -87,65 +229,52 @@ def test_cka_rows_group_seeds_by_density(findings):
     assert cka[1.0].values == [0.40, 0.38] and cka[0.03125].mean == pytest.approx(0.66)
 
 
-def test_cka_verdicts(findings):
-    """Fig. 2(a): p = 1/C above the dense MLP, and a peak inside the range above the sparsest, each beyond 2 SE."""
+def test_cka_parts(findings):
     inside = _cka(findings, p1=[0.40, 0.41, 0.39], p8=[0.40, 0.45, 0.35], p32=[0.70, 0.71, 0.69],
                   p1024=[0.60, 0.61, 0.59])
-    assert findings.cka_verdict(inside, 1 / 32) == (
-        'agrees: p = 1/C = 1/32 against p = 1: Δ = +0.30 ± 0.01 (SE); 2 of 3 sparse SW-MLPs closer than the dense '
-        'MLP beyond the seed spread; highest at p = 1/32, above the sparsest (p = 1/1024) by Δ = +0.10 ± 0.01 (SE)')
-    edge = _cka(findings, p1=[0.40, 0.41, 0.39], p32=[0.60, 0.61, 0.59], p1024=[0.70, 0.71, 0.69])
-    assert findings.cka_verdict(edge, 1 / 32).startswith('agrees in part: p = 1/C = 1/32 against p = 1: Δ = +0.20')
-    assert findings.cka_verdict(edge, 1 / 32).endswith(
-        'highest at the sparsest measured, p = 1/1024: no maximum inside the range seen')
-    flat_peak = _cka(findings, p1=[0.40, 0.41, 0.39], p32=[0.66, 0.71, 0.61], p1024=[0.65, 0.70, 0.60])
-    assert findings.cka_verdict(flat_peak, 1 / 32).endswith(', not beyond twice its standard error')
-    assert findings.cka_verdict(flat_peak, 1 / 32).startswith('agrees in part: ')
-    dense_best = _cka(findings, p1=[0.80, 0.81, 0.79], p32=[0.60, 0.61, 0.59], p1024=[0.50, 0.51, 0.49])
-    assert findings.cka_verdict(dense_best, 1 / 32) == (
-        'disagrees: p = 1/C = 1/32 against p = 1: Δ = -0.20 ± 0.01 (SE); 0 of 2 sparse SW-MLPs closer than the dense '
-        'MLP beyond the seed spread; highest at the dense MLP, p = 1: no maximum inside the range seen')
-    one_seed = _cka(findings, p1=[0.39], p32=[0.65], p256=[0.72])
-    assert findings.cka_verdict(one_seed, 1 / 32) == (
-        'not shown at this scale: p = 1/C = 1/32 against p = 1: Δ = +0.26, not beyond twice its standard error; 0 of 2 '
-        'sparse SW-MLPs closer than the dense MLP beyond the seed spread; highest at the sparsest measured, '
-        'p = 1/256: no maximum inside the range seen')
+    parts = findings.cka_parts(inside, 1 / 32)
+    assert [p.verdict.word for p in parts] == [findings.AGREES, findings.AGREES]
+    assert parts[1].name == 'peak p = 1/32 − sparsest p = 1/1024'
+    edge = findings.cka_parts(_cka(findings, p1=[0.40, 0.41, 0.39], p32=[0.60, 0.61, 0.59],
+                                   p1024=[0.70, 0.71, 0.69]), 1 / 32)
+    assert edge[1].verdict == (findings.NO_DIFFERENCE, 'no maximum inside the range seen')
+    dense_best = findings.cka_parts(_cka(findings, p1=[0.80, 0.81, 0.79], p32=[0.60, 0.61, 0.59]), 1 / 32)
+    assert [p.verdict.word for p in dense_best] == [findings.DISAGREES, findings.DISAGREES]
 
 
 def test_densities_read_back_as_fractions(findings):
     assert [findings._density(p) for p in (1.0, 0.03125, 0.000976562, 0.1264)] == ['1', '1/32', '1/1024', '0.1264']
 
 
-def _cost_json(path: Path, device: str, eager: float, compiled: float, per_epoch: tuple = ()) -> None:
-    """An rp_cost.json with the given RP / normal ratios per step (and, given `per_epoch`, per whole epoch)."""
-    import json
+def _cost_json(path: Path, device: str, eager: list, compiled: list, per_epoch: tuple = ()) -> None:
+    """An rp_cost.json with the given per-repetition RP / normal ratios per step (and per whole epoch)."""
     path.mkdir(parents=True)
-    results = [dict(mode=mode, ratios=[ratio] * 3, seconds_per_step=dict(normal=[step] * 3, random=[ratio * step] * 3))
-               for mode, ratio, step in (('eager', eager, 0.1), ('compile', compiled, 0.13))]
-    for result, ratio in zip(results, per_epoch):
-        result['epochs'] = dict(ratios=[ratio - 0.01, ratio, ratio + 0.5])  # the median is the figure
+    results = [dict(mode=mode, ratios=ratios, seconds_per_step=dict(normal=[0.1] * 3))
+               for mode, ratios in (('eager', eager), ('compile', compiled))]
+    for result, ratios in zip(results, per_epoch):
+        result['epochs'] = dict(ratios=ratios)
     env = dict(device=device, **(dict(loader_workers=4) if per_epoch else {}))
     (path / 'rp_cost.json').write_text(json.dumps(dict(env=env, results=results)), encoding='utf-8')
 
 
 def test_the_rp_cost_row_takes_its_word_from_the_gpu_per_epoch(findings, tmp_path, monkeypatch):
-    """Table S.3 timed whole epochs on a GPU: a GPU's per-epoch measurement decides the word (its per-step one
-    when it has no epochs); the CPU's per-step verdicts are listed beside it."""
+    """Table S.3 timed whole epochs on a GPU: a GPU's per-epoch ratios decide the word (its per-step ones when it
+    has no epochs), each a t interval against the paper's ×1.054; the CPU's are listed, not judged."""
     monkeypatch.setattr(findings, 'HERE', tmp_path / 'fashion_mnist')
-    _cost_json(tmp_path / 'speed' / 'rp_cost', 'cpu', 1.3, 0.97)
-    cpu_only = findings.row_rp_cost()
-    assert ('one CPU thread (CPU time): per step eager ×1.300, compile ×0.970 | CPU, per step: disagrees eager '
-            '(×1.300); agrees compile (×0.970), the compiled normal model itself ×1.30 its eager time |') in cpu_only
-    _cost_json(tmp_path / 'speed' / 'rp_cost_gpu', 'NVIDIA H200', 1.7, 1.0)
-    row = findings.row_rp_cost()
-    assert ('; one NVIDIA H200 (wall time, synchronized): per step eager ×1.700, compile ×1.000 | agrees in part, '
-            "judged on the GPU per step (Table S.3's kind of machine). CPU, per step: ") in row
-    assert 'NVIDIA H200, per step: disagrees eager (×1.700); agrees compile (×1.000) |' in row
-    assert row.count('` and `') == 1 and '--device cuda' in row  # both commands
+    _cost_json(tmp_path / 'speed' / 'rp_cost', 'cpu', [1.3, 1.31, 1.29], [0.97, 0.98, 0.96])
+    cpu_only = findings.finding_rp_cost()
+    assert cpu_only.word == findings.NOT_SHOWN and cpu_only.sentence.startswith('Measured on a CPU only')
+    _cost_json(tmp_path / 'speed' / 'rp_cost_gpu', 'NVIDIA H200', [1.7, 1.71, 1.69], [1.0, 1.01, 0.99])
+    row = findings.finding_rp_cost()
+    judged = {p.name: p.verdict.word for p in row.parts}
+    assert judged == {'CPU, 1 thread, per step, eager': findings.MEASURED,
+                      'CPU, 1 thread, per step, compile': findings.MEASURED,
+                      'H200, per step, eager': findings.DISAGREES, 'H200, per step, compile': findings.AGREES}
+    assert row.word == findings.DISAGREES
     shutil.rmtree(tmp_path / 'speed' / 'rp_cost_gpu')
-    _cost_json(tmp_path / 'speed' / 'rp_cost_gpu', 'NVIDIA H200', 1.7, 1.0, per_epoch=(1.04, 0.93))
-    row = findings.row_rp_cost()
-    assert ("per step eager ×1.700, compile ×1.000; per epoch of real training (timm's loader, 4 workers) eager "
-            "×1.040, compile ×0.930 | agrees, judged on the GPU per epoch (Table S.3's kind of machine, and its "
-            "unit). ") in row
-    assert 'NVIDIA H200, per epoch: agrees eager (×1.040); agrees compile (×0.930) |' in row
+    _cost_json(tmp_path / 'speed' / 'rp_cost_gpu', 'NVIDIA H200', [1.7, 1.71, 1.69], [1.0, 1.01, 0.99],
+               per_epoch=([1.0, 1.01, 0.99], [0.93, 0.94, 0.92]))
+    row = findings.finding_rp_cost()
+    assert row.word == findings.AGREES and row.sentence == 'Judged on the GPU per epoch: eager agrees; compile agrees.'
+    assert row.number == 'eager ×1.000 [0.975, 1.025]; compile ×0.930 [0.905, 0.955]'
+    assert '--device cuda' in row.command and row.command.count('` and `') == 1
