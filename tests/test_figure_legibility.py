@@ -134,3 +134,13 @@ def test_the_cka_heatmap_keeps_every_text_inside_and_no_cell_value_overlaps(tmp_
     spacing = np.diff(sorted(heatmap.transData.transform([(x, 0) for x in heatmap.get_xticks()])[:, 0]))
     height = max(t.get_fontsize() for t in columns) * fig.dpi / 72
     assert spacing.min() * np.sin(np.pi / 4) >= height
+
+
+def test_a_plain_install_brings_matplotlib_and_the_plot_extra_still_names_it():
+    """The quick start (`pip install .`, then `pkmixer demo` / `report`) draws the report's figures: matplotlib is a
+    dependency; `'.[plot]'`, in older instructions, still installs."""
+    tomllib = pytest.importorskip('tomllib')
+    from pathlib import Path
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / 'pyproject.toml').read_text())['project']
+    assert any(d.replace(' ', '').startswith('matplotlib>=') for d in project['dependencies'])
+    assert project['optional-dependencies']['plot'] == ['matplotlib>=3.6']

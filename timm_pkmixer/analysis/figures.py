@@ -1,4 +1,4 @@
-"""Figures of the analyses (matplotlib, the optional `plot` extra): Fig. 2(a)-(c), Fig. 4 (right), Fig. S.1 and the
+"""Figures of the analyses (matplotlib, imported only to draw): Fig. 2(a)-(c), Fig. 4 (right), Fig. S.1 and the
 spectra of trained models. Each function draws one PNG from computed data and returns nothing."""
 import re
 from typing import Dict, List, Optional, Sequence

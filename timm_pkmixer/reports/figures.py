@@ -1,4 +1,4 @@
-"""Figures of training runs (matplotlib, the optional `plot` extra): the curves of timm train.py runs (`pkmixer
+"""Figures of training runs (matplotlib, a dependency imported only here): the curves of timm train.py runs (`pkmixer
 plot run`, Fig. S.6-S.8) and the figures of `pkmixer report`. Data functions need numpy only."""
 import logging
 import math
