@@ -243,7 +243,8 @@ def test_a_runs_model_and_evaluation_batches_without_the_command(tmp_path):
     (run / 'args.yaml').unlink()
     with pytest.raises(ArgumentValueError) as e:
         load_trained_model(run / 'model_best.pth.tar')
-    assert str(e.value) == f'model must be given: {run / "model_best.pth.tar"} does not record its model'
+    assert str(e.value) == (f'model must be given: {run / "model_best.pth.tar"} does not record its model (no '
+                            f'train.py arguments in it and no args.yaml beside it)')
 
 
 def test_cli_names_the_model_option_for_a_checkpoint_without_its_model(capsys, tmp_path):
@@ -251,7 +252,7 @@ def test_cli_names_the_model_option_for_a_checkpoint_without_its_model(capsys, t
     (run / 'args.yaml').unlink()
     code, _, err = run_cli(capsys, 'analyze', 'spectra', run, '--out-dir', tmp_path / 'out', '--no-figures')
     assert (code, err) == (2, f'pkmixer analyze spectra: error: --model must be given: {run} does not record its '
-                              f'model\n')
+                              f'model (no train.py arguments in it and no args.yaml beside it)\n')
 
 
 def test_cli_runs_of_the_same_name_get_distinct_outputs(capsys, tmp_path):

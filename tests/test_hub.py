@@ -519,9 +519,11 @@ def test_an_imagefolder_runs_class_names_are_written_as_label_names(tmp_path):
     assert timm.create_model(f'local-dir:{tmp_path / "out"}').pretrained_cfg['label_names'] == want
 
 
-def test_label_names_only_where_the_run_read_an_imagefolder(tmp_path):
+def test_label_names_only_where_the_run_read_an_imagefolder_or_a_torchvision_dataset(tmp_path):
+    """(torchvision datasets: tests/test_push_reuse.py)"""
     from timm_pkmixer.publish.hub import label_names_of_run
-    assert label_names_of_run(dict(dataset='torch/cifar10', data_dir=str(tmp_path)), 10) == (None, '')
+    names, note = label_names_of_run(dict(dataset='torch/cifar10', data_dir=str(tmp_path)), 10)
+    assert names is None and note.startswith('label_names not written: torch/cifar10: its class names could not be')
     assert label_names_of_run(dict(dataset='hfds/imagenet-1k'), 1000) == (None, '')
     names, note = label_names_of_run(dict(dataset='', data_dir=str(tmp_path / 'gone')), 10)
     assert names is None and note == f"label_names not written: the run's data_dir {tmp_path / 'gone'} is not a " \

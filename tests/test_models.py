@@ -252,7 +252,9 @@ def test_c_blocks_return_fresh_tensors_not_views():
 @pytest.mark.parametrize('name,shape,match', [
     (RP, (3, 32, 32), r'expected a 4-D input \(B, 3, 32, 32\), got a 3-D tensor of shape \(3, 32, 32\)'),
     (RP, (1, 1, 3, 32, 32), r'expected a 4-D input \(B, 3, 32, 32\), got a 5-D tensor'),
-    (RP, (2, 1, 32, 32), r"Input channels \(1\) don't match model \(3\): expected \(B, 3, 32, 32\)"),
+    (RP, (2, 1, 32, 32), r"Input channels \(1\) don't match model \(3\): expected \(B, 3, 32, 32\), got "
+                         r"\(2, 1, 32, 32\)\. timm's train.py, validate.py and inference.py build a 3-channel "
+                         r"model unless told: pass --in-chans 1 to build it for 1-channel images"),
     (RP, (2, 3, 32, 16), r"Input width \(16\) doesn't match model \(32\): expected \(B, 3, 32, 32\)"),
     ('sw_mlp_o18_32', (2, 3, 64, 64), r"Input height \(64\) doesn't match model \(32\): expected \(B, 3, 32, 32\)"),
 ])

@@ -21,7 +21,7 @@ The formulas here are tested against independent references (the feature-space f
 Song et al.'s U-statistic summed over all 4-tuples of distinct examples) and the invariances of CKA.
 
 The names below are imported on first use (PEP 562), so `width_table` (the arithmetic of `pkmixer width`) and
-`_matplotlib` (the plot extra) import neither torch nor timm.
+`_matplotlib` (where matplotlib is asked for) import neither torch nor timm.
 """
 import importlib
 from typing import Any, List

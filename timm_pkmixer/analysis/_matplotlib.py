@@ -1,5 +1,6 @@
-"""matplotlib, the optional `plot` extra: every figure of the package asks for it here, so a missing install
-ends in one message that says what to install (timm-pkmixer is not on PyPI: its extra installs from a checkout)."""
+"""matplotlib, a dependency of the package imported only to draw: every figure asks for it here, so an install
+that left it out (``pip install --no-deps``) ends in one message that says what to install (timm-pkmixer is not on
+PyPI: the `plot` extra, an alias kept for old commands, installs from a checkout)."""
 from ..errors import MissingDependencyError
 
 __all__ = ['PLOT_EXTRA_HINT', 'require_matplotlib']

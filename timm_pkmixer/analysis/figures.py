@@ -1,4 +1,4 @@
-"""Figures of the analyses (matplotlib, the optional `plot` extra): Fig. 2(a)-(c), Fig. 4 (right), Fig. S.1 and the
+"""Figures of the analyses (matplotlib, imported only to draw): Fig. 2(a)-(c), Fig. 4 (right), Fig. S.1 and the
 spectra of trained models. Each function draws one PNG from computed data and returns nothing."""
 import re
 from typing import Dict, List, Optional, Sequence
@@ -21,28 +21,69 @@ def branch_label(name: str) -> str:
     return f'b{m.group(1)}' + (f' {m.group(2)}' if m.group(2) else '')
 
 
+# the CKA heatmap: each cell this many inches while the figure stays under _CKA_MAX_SIDE a side (smaller past it)
+_CKA_CELL_IN, _CKA_MAX_SIDE = 0.3, 10.0
+_CKA_VALUE_FONT = (5.0, 7.0)     # a cell's value is printed at the largest size in this range that fits the cell,
+_CKA_TICK_FONT = (4.0, 7.0)      # and not at all below it; the same for the tick labels (every k-th below it)
+
+
+def _text_width(text: str, fontsize: float) -> float:
+    """Width in points of `text` at `fontsize` (matplotlib's own glyph outlines: no renderer needed)."""
+    from matplotlib.textpath import TextPath
+    return TextPath((0, 0), text, size=fontsize).get_extents().width
+
+
+def _wrap(text: str, length_pt: float, fontsize: float) -> str:
+    """`text` broken into lines no longer than `length_pt` points at `fontsize` (an axis label kept inside its
+    figure: a long run name would run past the figure's edge and be cut)."""
+    import textwrap
+    chars = max(12, int(length_pt / (_text_width('n', fontsize) or fontsize * 0.6)))
+    return textwrap.fill(text, chars, break_long_words=True, break_on_hyphens=False)
+
+
 def plot_cka_matrix(result: CkaMatrix, path: str, label_a: str, label_b: str) -> None:
     """Fig. 2(b)/(c): the CKA matrix, one feature per mixing branch from the input, each tick naming its block and
     branch ('b0 token', 'b0 channel'; an SW-MLP's 'b3') (rows: model A, columns: model B); its title gives the mean
-    diagonal of a square matrix only (unequal feature counts pair no features)."""
-    figure = require_matplotlib()(figsize=(4.6, 3.9))
+    diagonal of a square matrix only (unequal feature counts pair no features).
+
+    The figure grows with the matrix (:data:`_CKA_CELL_IN` a cell, up to :data:`_CKA_MAX_SIDE`); each cell prints its
+    value at the largest font size that fits the cell (:data:`_CKA_VALUE_FONT`), and none where even the smallest
+    would overlap its neighbours (the title then says the values are the colours'); tick labels shrink the same way,
+    every k-th kept where they would overlap; the axis labels wrap to stay inside the figure."""
+    rows, cols = result.matrix.shape
+    width = min(_CKA_MAX_SIDE, max(4.6, 3.0 + _CKA_CELL_IN * cols))
+    height = min(_CKA_MAX_SIDE, max(3.9, 2.4 + _CKA_CELL_IN * rows))
+    figure = require_matplotlib()(figsize=(width, height), layout='constrained')
     ax = figure.add_subplot()
     im = ax.imshow(result.matrix, vmin=0, vmax=1, cmap='magma', origin='lower')
-    rows, cols = result.matrix.shape
-    for i in range(rows):
-        for j in range(cols):
-            value = result.matrix[i, j]
-            ax.text(j, i, f'{value:.2f}', ha='center', va='center', fontsize=7,
-                    color='black' if value > 0.6 else 'white')
-    ax.set_xticks(range(cols), [branch_label(n) for n in result.names_b], rotation=45, ha='right', fontsize=7)
-    ax.set_yticks(range(rows), [branch_label(n) for n in result.names_a], fontsize=7)
-    ax.set_xlabel(f'{label_b}: mixing branch (block, branch)')
-    ax.set_ylabel(f'{label_a}: mixing branch (block, branch)')
+    figure.colorbar(im, ax=ax, label='linear CKA (mini-batch)')
+    # the cell's size as drawn: the heatmap's area at the figure's size, less the room its labels and the colour bar
+    # take (estimated here as the margins below, then measured once the layout has run)
+    cell_pt = 72 * min((width - 2.4) / cols, (height - 1.9) / rows)
+    tick_font = min(_CKA_TICK_FONT[1], cell_pt / 1.3)
+    stride = 1 if tick_font >= _CKA_TICK_FONT[0] else int(np.ceil(_CKA_TICK_FONT[0] / tick_font))
+    tick_font = max(tick_font, _CKA_TICK_FONT[0])
+    ax.set_xticks(range(0, cols, stride), [branch_label(n) for n in result.names_b[::stride]], rotation=45,
+                  ha='right', fontsize=tick_font)
+    ax.set_yticks(range(0, rows, stride), [branch_label(n) for n in result.names_a[::stride]], fontsize=tick_font)
+    ax.set_xlabel(_wrap(f'{label_b}: mixing branch (block, branch)', 72 * (width - 1.6), 10))
+    ax.set_ylabel(_wrap(f'{label_a}: mixing branch (block, branch)', 72 * (height - 1.6), 10))
+    figure.draw_without_rendering()  # runs the constrained layout: the heatmap's size is now the drawn one
+    box = ax.get_window_extent()
+    cell_pt = 72 / figure.dpi * min(box.width / cols, box.height / rows)
+    value_font = min(_CKA_VALUE_FONT[1], 0.85 * cell_pt / (_text_width('0.00', 1.0) or 0.6 * 4),
+                     cell_pt / 1.4)
+    values = value_font >= _CKA_VALUE_FONT[0]
+    if values:
+        for i in range(rows):
+            for j in range(cols):
+                value = result.matrix[i, j]
+                ax.text(j, i, f'{value:.2f}', ha='center', va='center', fontsize=value_font,
+                        color='black' if value > 0.6 else 'white')
     title = f'CKA, mean diagonal {result.mean_diagonal:.3f}' if result.square else \
         f'CKA, {rows} × {cols} features (no diagonal: unequal counts)'
-    ax.set_title(title, fontsize=9)
-    figure.colorbar(im, ax=ax, label='linear CKA (mini-batch)')
-    figure.tight_layout()
+    ax.set_title(title if values else f'{title}\n(values by colour: {rows} × {cols} cells, too small to print)',
+                 fontsize=9)
     figure.savefig(path, dpi=130)
 
 

@@ -1,4 +1,4 @@
-"""Figures of the width analysis (matplotlib, the optional `plot` extra): Fig. S.9 (effective weights) and Fig. 3
+"""Figures of the width analysis (matplotlib, imported only to draw): Fig. S.9 (effective weights) and Fig. 3
 (m and p against C at fixed Ω, with the registered models). Data functions need numpy only."""
 import dataclasses
 import math

@@ -11,13 +11,13 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..errors import UserInputError
-from .fashion_mnist import FASHION_MNIST_FILES, fashion_mnist_raw_dir, network_timeout
+from .fashion_mnist import FASHION_MNIST_CLASSES, FASHION_MNIST_FILES, fashion_mnist_raw_dir, network_timeout
 
 __all__ = ['export_image_folder', 'prepare_stl10', 'write_digits_image_folder', 'DataSource', 'DataUnavailableError',
-           'data_source', 'fetch_data', 'OWN_DATA']
+           'data_source', 'fetch_data', 'named_dataset_classes', 'OWN_DATA']
 
 _logger = logging.getLogger(__name__)
 
@@ -77,6 +77,29 @@ def data_source(name: Optional[str], root: Optional[str], download: bool = False
         present = all((raw / f).is_file() for f in FASHION_MNIST_FILES)
         return DataSource(name, root, 'fashion-mnist', download, present, tuple(splits))
     return DataSource(name, root, 'torchvision', download, _torchvision_present(name, root, splits[0]), tuple(splits))
+
+
+def named_dataset_classes(name: str, root: Optional[str] = None, split: str = 'train') -> Tuple[Optional[List[str]],
+                                                                                                  str]:
+    """(class names in label order, note) of a dataset train.py reads by name (``torch/…``): Fashion-MNIST's ten
+    (:data:`~.fashion_mnist.FASHION_MNIST_CLASSES`, whether or not its files are here), else torchvision's own list
+    (``classes``) of the dataset in `root`, read without downloading. None with a note saying why where the names
+    cannot be had here (the data not on this machine); None and no note for a dataset that is not a torchvision one
+    (an image folder's classes are its folders: timm reads those)."""
+    prefix, sep, rest = (name or '').partition('/')
+    if not sep or prefix.lower() != 'torch':
+        return None, ''
+    if rest.lower() == 'fashion_mnist':
+        return list(FASHION_MNIST_CLASSES), ''
+    from timm.data import create_dataset
+    try:
+        classes = getattr(create_dataset(name, root=root or None, split=split, download=False), 'classes', None)
+    except Exception as e:  # noqa: BLE001  (torchvision's "Dataset not found", an unknown name: no names, said why)
+        reason = ' '.join(str(e).split()) or type(e).__name__
+        return None, f'its class names could not be read from {root or "no --data-dir"} ({reason})'
+    if not classes:
+        return None, f'torchvision\'s {rest} names no classes'
+    return [str(c) for c in classes], ''
 
 
 @functools.lru_cache(maxsize=16)

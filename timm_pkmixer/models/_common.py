@@ -191,7 +191,9 @@ def check_input(x: torch.Tensor, in_chans: int, img_size: Tuple[int, int]) -> to
         raise InputShapeError(f'expected a 4-D input {expected}, got a {x.dim()}-D tensor of shape {tuple(x.shape)}')
     if x.shape[1] != in_chans:
         raise InputShapeError(f'Input channels ({x.shape[1]}) don\'t match model ({in_chans}): expected {expected}, '
-                              f'got {tuple(x.shape)}')
+                              f'got {tuple(x.shape)}. timm\'s train.py, validate.py and inference.py build a 3-channel '
+                              f'model unless told: pass --in-chans {x.shape[1]} to build it for {x.shape[1]}-channel '
+                              f'images')
     for axis, name in ((2, 'height'), (3, 'width')):
         if x.shape[axis] != img_size[axis - 2]:
             raise InputShapeError(f"Input {name} ({x.shape[axis]}) doesn't match model ({img_size[axis - 2]}): "

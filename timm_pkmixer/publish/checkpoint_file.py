@@ -24,7 +24,7 @@ from ..layers.structure import DerivedStructure
 from ..runs.run_folder import RunFileError, check_train_args, find_checkpoint, read_args_yaml
 
 __all__ = ['TrainingCheckpoint', 'load_checkpoint_file', 'read_train_args', 'read_checkpoint', 'check_finite',
-           'check_digests', 'build_validated_model', 'TrainedModel', 'load_trained_model']
+           'check_digests', 'trained_model_name', 'build_validated_model', 'TrainedModel', 'load_trained_model']
 
 
 @dataclass
@@ -189,6 +189,27 @@ def check_finite(state_dict: Dict[str, torch.Tensor], source: str) -> None:
                               f'refusing to publish them (did the run diverge?)')
 
 
+def trained_model_name(ckpt: TrainingCheckpoint, model_name: Optional[str] = None, source: Any = None) -> str:
+    """The architecture to rebuild `ckpt` as: `model_name` when given (`build_validated_model` refuses one the run
+    did not train), else the run's ``model`` (the checkpoint's own record of train.py's arguments, else the
+    ``args.yaml`` beside it). `source`: what the caller was given, named in the error (default: the checkpoint).
+
+    Raises:
+        ArgumentValueError: (``model``) none given and the run records none, or records a model that is not a
+            registered name (``hf-hub:…``, ``local-dir:…``: a fine-tuned copy), which cannot be rebuilt by name.
+    """
+    if model_name:
+        return model_name
+    recorded, source = ckpt.train_args.get('model'), source or ckpt.path
+    if not recorded:
+        raise ArgumentValueError('model', f'must be given: {source} does not record its model (no train.py '
+                                          f'arguments in it and no args.yaml beside it)')
+    if not isinstance(recorded, str) or ':' in recorded or '/' in recorded:
+        raise ArgumentValueError('model', f'must be given: {source} was trained as {recorded!r}, not a '
+                                          f'registered architecture')
+    return recorded
+
+
 def build_validated_model(
         model_name: str,
         ckpt: TrainingCheckpoint,
@@ -263,8 +284,6 @@ def load_trained_model(
         CheckpointError: the checkpoint cannot be read or does not fit the model.
     """
     ckpt = _read_damaged(find_checkpoint(path))
-    name = model_name or ckpt.train_args.get('model')
-    if not name:
-        raise ArgumentValueError('model', f'must be given: {path} does not record its model')
+    name = trained_model_name(ckpt, model_name, path)
     model, kwargs = build_validated_model(name, ckpt, model_kwargs)
     return TrainedModel(model, name, kwargs, ckpt.train_args)

@@ -60,11 +60,21 @@ def export_model_args(model: torch.nn.Module) -> Dict[str, Any]:
 
 
 def label_names_of_run(train_args: Dict[str, Any], num_classes: int) -> Tuple[Optional[List[str]], str]:
-    """(class names, note) of a train.py run on an ImageFolder (``args.yaml``: no ``--dataset`` reader prefix,
-    ``data_dir`` a folder of class subfolders), read as timm reads them for training (``create_dataset`` of the
-    train split, its ``class_map`` honoured): index i is class i. None, with a note saying why, where the run's
-    data is another kind or its folder is not on this machine."""
+    """(class names, note) of a train.py run: on a torchvision dataset (``--dataset torch/…``) its class names
+    (:func:`~timm_pkmixer.data.datasets.named_dataset_classes`: Fashion-MNIST's ten always, another's when its data
+    are on this machine); on an ImageFolder (no ``--dataset`` reader prefix, ``data_dir`` a folder of class
+    subfolders) its classes read as timm reads them for training (``create_dataset`` of the train split, its
+    ``class_map`` honoured). Index i is class i. None, with a note saying why, where the run's data is another kind,
+    its names cannot be read here or their count is not the model's."""
     data_dir, dataset = train_args.get('data_dir'), str(train_args.get('dataset') or '')
+    if dataset.lower().startswith('torch/'):
+        from ..data.datasets import named_dataset_classes
+        names, why = named_dataset_classes(dataset, data_dir, train_args.get('train_split') or 'train')
+        if names is None:
+            return None, f'label_names not written: {dataset}: {why}' if why else ''
+        if len(names) != num_classes:
+            return None, f'label_names not written: {dataset} has {len(names)} classes, the model {num_classes} outputs'
+        return names, ''
     if not data_dir or '/' in dataset or dataset.lower() not in ('', 'folder'):
         return None, ''
     if not Path(data_dir).is_dir():
@@ -193,7 +203,8 @@ def write_hub_folder(
     card = build_model_card(
         model_name, repo_id, model_args, license=license,
         datasets=datasets if datasets is not None else datasets_from_args(train_args),
-        train_args=train_args, has_hparams_file=hparams is not None, metrics=metrics, expanded_from=expanded_from)
+        train_args=train_args, has_hparams_file=hparams is not None, metrics=metrics, expanded_from=expanded_from,
+        label_names=label_names)
     (out / 'README.md').write_text(render_model_card(card, repo_id), encoding='utf-8')
     return HubFolder(out, sorted(p.name for p in out.iterdir()), [n for n in (note, label_note) if n])
 

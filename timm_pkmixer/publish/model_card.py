@@ -102,9 +102,34 @@ def _num_classes(model_name: str, model_args: Dict[str, Any]) -> int:
     return int(model_args.get('num_classes', get_pretrained_cfg(model_name).num_classes))
 
 
-def _usage(repo_id: str, num_classes: int) -> str:
-    """The card's usage snippet; its top-k is never larger than the number of classes."""
+def _image_line(in_chans: int, input_size: Tuple[int, int]) -> str:
+    """The snippet's input: a PIL image converted to the model's channels (1: grayscale 'L', 3: 'RGB'), else a
+    tensor of the model's shape (PIL has no N-channel mode to convert to)."""
+    if in_chans in _PIL_MODES:
+        mode, what = _PIL_MODES[in_chans]
+        return (f"img = Image.open('image.png').convert('{mode}')  # the model takes {in_chans}-channel ({what}) "
+                f"images\nx = transform(img).unsqueeze(0)")
+    h, w = input_size
+    return (f'x = torch.randn(1, {in_chans}, {h}, {w})  # the model takes {in_chans}-channel input: your data, '
+            f'normalised as in training')
+
+
+_PIL_MODES = {1: ('L', 'grayscale'), 3: ('RGB', 'colour')}
+
+
+def _usage(repo_id: str, num_classes: int, in_chans: int = 3, input_size: Tuple[int, int] = (224, 224),
+           label_names: bool = False) -> str:
+    """The card's usage snippet, which runs as written for the model's input channels (`in_chans`); its top-k is
+    never larger than the number of classes; with `label_names` (config.json has them) it prints the classes by
+    name. A model whose channels are not 3 says the flag timm's scripts need."""
     k = max(1, min(5, num_classes))
+    show = (f"names = model.pretrained_cfg['label_names']\n"
+            f"print([(names[i], round(p, 3)) for p, i in zip(top{k}_prob[0].tolist(), top{k}_idx[0].tolist())])\n"
+            if label_names else f'print(top{k}_idx[0].tolist(), top{k}_prob[0].tolist())\n')
+    scripts = ('' if in_chans == 3 else
+               f"\ntimm's `train.py`, `validate.py` and `inference.py` build a 3-channel model unless told: give them "
+               f"`--in-chans {in_chans}`, e.g. `python validate.py --model hf-hub:{repo_id} --pretrained "
+               f"--in-chans {in_chans} --data-dir DATA …`.\n")
     return f'''```bash
 # timm-pkmixer registers the PK-family architectures in timm. It is not on PyPI: install it from its source,
 # e.g. in a checkout of its repository (or pip install a wheel built there: pip wheel --no-deps -w dist .)
@@ -117,11 +142,11 @@ from PIL import Image
 
 model = timm.create_model('hf-hub:{repo_id}', pretrained=True).eval()
 transform = timm.data.create_transform(**timm.data.resolve_model_data_config(model), is_training=False)
-img = Image.open('image.jpg').convert('RGB')
+{_image_line(in_chans, input_size)}
 with torch.no_grad():
-    top{k}_prob, top{k}_idx = model(transform(img).unsqueeze(0)).softmax(-1).topk({k})
-```
-'''
+    top{k}_prob, top{k}_idx = model(x).softmax(-1).topk({k})
+{show}```
+{scripts}'''
 
 
 def _pattern_legend(permutation: Tuple[str, ...]) -> str:
@@ -141,10 +166,13 @@ def build_model_card(
         has_hparams_file: bool = False,
         metrics: Optional[RunMetrics] = None,
         expanded_from: Optional[Dict[str, Any]] = None,
+        label_names: Optional[List[str]] = None,
 ) -> Dict[str, Any]:
     """The `model_card` dict that timm's `generate_readme` renders (`expanded_from`: an 'Expanded from' section
-    for a model made by `expand_resolution`)."""
+    for a model made by `expand_resolution`; `label_names`: the classes config.json names, shown and printed by
+    the usage snippet)."""
     s = summarize(model_name, **model_args)
+    in_chans = int(model_args.get('in_chans', 3))
     built = built_label(model_name, s, summarize(model_name))  # the registered name alone misnames a reshaped model
     arch = {'family': s.family, 'timm architecture': f'`{model_name}`' + built[len(model_name):]}
     if s.num_tokens is not None:
@@ -161,12 +189,16 @@ def build_model_card(
     details: Dict[str, Any] = {
         'Model Type': 'Image classification / feature backbone',
         'Model Stats': {'Params (M)': f'{s.params / 1e6:.2f}', 'GMACs': f'{s.gmacs:.3f}',
-                        'Image size': f'{s.img_size} x {s.img_size}'},
+                        'Image size': f'{s.img_size} x {s.img_size}',
+                        'Input channels': in_chans if in_chans == 3 else
+                        f'{in_chans} (timm\'s train.py / validate.py / inference.py: `--in-chans {in_chans}`)'},
         'Architecture': arch,
         'Papers': [f'{PAPER_TITLE}: https://arxiv.org/abs/{PAPER_ARXIV}'],
     }
     if datasets:
         details['Dataset'] = datasets if len(datasets) > 1 else datasets[0]
+    if label_names:
+        details['Classes'] = ', '.join(f'{i}: {name}' for i, name in enumerate(label_names))
     if train_args:
         script = 'timm `train.py`' + (', every argument in `train_hparams.yaml`' if has_hparams_file else '')
         recipe = {'script': script}
@@ -188,7 +220,8 @@ def build_model_card(
         'license': license,
         'description': description,
         'details': details,
-        'usage': _usage(repo_id, _num_classes(model_name, model_args)),
+        'usage': _usage(repo_id, _num_classes(model_name, model_args), in_chans, (s.img_size, s.img_size),
+                        label_names=bool(label_names)),
         'citation': PAPER_BIBTEX,
     }
 

@@ -14,10 +14,32 @@ import numpy as np
 from ..analysis._matplotlib import require_matplotlib
 from ..errors import InvalidArgumentError
 
-__all__ = ['CURVE_METRICS', 'min_max_band', 'plot_curve_bands', 'integer_epochs', 'add_note']
+__all__ = ['CURVE_METRICS', 'MARKED_POINTS', 'min_max_band', 'plot_curve_bands', 'integer_epochs', 'add_note',
+           'curve_markers', 'single_epoch_note']
 
 # summary.csv column → axis label, in the order of Fig. S.8's panels (left, right, lower)
 CURVE_METRICS: Dict[str, str] = {'eval_loss': 'test loss', 'train_loss': 'train loss', 'eval_top1': 'test accuracy (%)'}
+
+
+# a curve of at most this many epochs is drawn with a marker at every point: one point alone is otherwise
+# invisible (a line needs two) and a few are hard to tell from a straight segment; past it markers crowd the line
+MARKED_POINTS = 12
+_MARKER_SIZE = 3
+
+
+def curve_markers(points: int) -> Dict[str, object]:
+    """The marker keywords of a curve of `points` epochs for ``ax.plot``: a small dot at each point up to
+    :data:`MARKED_POINTS`, none past it."""
+    return dict(marker='o', ms=_MARKER_SIZE) if points <= MARKED_POINTS else {}
+
+
+def single_epoch_note(lengths: Sequence[int]) -> str:
+    """The note (and warning) for curves of one epoch each (`lengths`: the points of every curve drawn): each is a
+    single point; '' when any curve has two or more."""
+    if lengths and max(lengths) == 1:
+        return ('one epoch per run: each curve is a single point (dots); train 2 or more epochs (train.py --epochs) '
+                'to see curves')
+    return ''
 
 
 def min_max_band(curves: Sequence[Sequence[float]]) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -56,7 +78,8 @@ def plot_curve_bands(groups: Mapping[str, Sequence[Mapping[str, Sequence[float]]
             skipped, and none at all is refused.
         random: Labels drawn dashed as RP models (default: the labels ending in ``_random``).
         title: The figure's title.
-        note: Lines under the panels (:func:`add_note`): the data, the seeds, the runs left out.
+        note: Lines under the panels (:func:`add_note`): the data, the seeds, the runs left out; curves of one epoch
+            each add :func:`single_epoch_note`. Curves of up to :data:`MARKED_POINTS` epochs mark every point.
     """
     present = [m for m in metrics if any(m in t for trials in groups.values() for t in trials)]
     if not present:
@@ -66,6 +89,7 @@ def plot_curve_bands(groups: Mapping[str, Sequence[Mapping[str, Sequence[float]]
     fig = Figure(figsize=(4.2 * len(present), 3.6), layout='constrained')
     axes = np.atleast_1d(fig.subplots(1, len(present)))
     colours: Dict[str, str] = {}
+    lengths: List[int] = []
     for ax, metric in zip(axes, present):
         for label, trials in groups.items():
             curves: List[Sequence[float]] = [t[metric] for t in trials if metric in t and len(t[metric])]
@@ -73,15 +97,16 @@ def plot_curve_bands(groups: Mapping[str, Sequence[Mapping[str, Sequence[float]]
                 continue
             epochs, mean, lo, hi = min_max_band(curves)
             colour = colours.setdefault(re.sub(r'_(normal|random)$', '', label), f'C{len(colours) % 10}')
+            lengths.append(len(epochs))
             ax.plot(epochs, mean, color=colour, lw=1, ls='--' if label in random else '-',
-                    label=f'{label} (n = {len(curves)})')
+                    label=f'{label} (n = {len(curves)})', **curve_markers(len(epochs)))
             ax.fill_between(epochs, lo, hi, color=colour, alpha=0.2, lw=0)
         ax.set_xlabel('epoch'), ax.set_ylabel(f'{CURVE_METRICS.get(metric, metric)}: mean, min–max')
         integer_epochs(ax)
     axes[0].legend(fontsize=6)
     if title:
         fig.suptitle(title, fontsize=10)
-    add_note(fig, note)
+    add_note(fig, '\n'.join(n for n in (single_epoch_note(lengths), note) if n))
     path = Path(out)
     fig.savefig(path, dpi=100)
     return path

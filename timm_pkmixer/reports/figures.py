@@ -1,4 +1,4 @@
-"""Figures of training runs (matplotlib, the optional `plot` extra): the curves of timm train.py runs (`pkmixer
+"""Figures of training runs (matplotlib, a dependency imported only here): the curves of timm train.py runs (`pkmixer
 plot run`, Fig. S.6-S.8) and the figures of `pkmixer report`. Data functions need numpy only."""
 import logging
 import math
@@ -14,7 +14,7 @@ from ..errors import InvalidArgumentError
 from ..permutation_kinds import PERMUTATION_KINDS
 from ..runs.run_folder import ARGS_YAML, RunFileError, read_args_yaml
 from ..runs.run_folder import read_summary as read_run_summary
-from .curve_figures import add_note, integer_epochs, plot_curve_bands
+from .curve_figures import add_note, curve_markers, integer_epochs, plot_curve_bands, single_epoch_note
 
 __all__ = ['read_summary', 'run_label', 'group_runs', 'plot_runs', 'square_channels', 'plot_report', 'dataset_of']
 
@@ -99,7 +99,8 @@ def _run_args(summary_csv: str) -> Dict:
 def plot_runs(paths: Sequence[str], out: str, labels: Optional[Sequence[str]] = None) -> None:
     """Train (dashed) and validation (solid) loss and validation top-1 of timm train.py runs; runs with the same
     label are averaged, the band spans their min to max (as Fig. S.6-S.8). A note under the panels names the data
-    (the runs' args.yaml) and the number of runs (seeds) of each curve."""
+    (the runs' args.yaml) and the number of runs (seeds) of each curve. Curves of few epochs mark every point
+    (`curve_markers`); one epoch per run is said in the note and logged as a warning."""
     Figure = require_matplotlib()
     groups = group_runs(paths, labels)
     has_top1 = all('eval_top1' in g for g in groups.values())
@@ -114,7 +115,8 @@ def plot_runs(paths: Sequence[str], out: str, labels: Optional[Sequence[str]] = 
             if key not in g or ax is None:
                 continue
             s = g[key]
-            ax.plot(ep, s['mean'], ls=ls, color=color, label=f'{name} {suffix}' if suffix else name)
+            ax.plot(ep, s['mean'], ls=ls, color=color, label=f'{name} {suffix}' if suffix else name,
+                    **curve_markers(len(ep)))
             if g['runs'] > 1:
                 ax.fill_between(ep, s['min'], s['max'], color=color, alpha=0.2, lw=0)
     losses = np.concatenate([g[k]['mean'] for g in groups.values() for k in ('train_loss', 'eval_loss') if k in g])
@@ -123,8 +125,12 @@ def plot_runs(paths: Sequence[str], out: str, labels: Optional[Sequence[str]] = 
         axes[0].set_yscale('log')
     for ax in axes:
         integer_epochs(ax)
-    add_note(fig, f'data: {dataset_of([_run_args(p) for p in paths])}; runs (seeds) per curve: '
-                  f'{_span(g["runs"] for g in groups.values())}; bands: min–max over them')
+    one_epoch = single_epoch_note([len(g['epoch']) for g in groups.values()])
+    if one_epoch:
+        _logger.warning(f'{one_epoch} ({len(paths)} summary.csv files)')
+    add_note(fig, '\n'.join(filter(None, [one_epoch, f'data: {dataset_of([_run_args(p) for p in paths])}; runs (seeds) '
+                                                      f'per curve: {_span(g["runs"] for g in groups.values())}; '
+                                                      f'bands: min–max over them'])))
     axes[0].set_xlabel('epoch'), axes[0].set_ylabel('loss'), axes[0].set_title('loss (dashed: train, solid: val)')
     axes[0].legend(fontsize=7)
     if has_top1:
@@ -188,7 +194,8 @@ def square_channels(pairs: Sequence[tuple]) -> Optional[float]:
 def plot_report(report, out_dir) -> List:
     """The figures of `pkmixer report`: its experiment's (none for a comparison or several experiments at once) and
     the eval-loss curves (D.7) and every metric's mean with its min–max band over the seeds (Figs. S.6–S.8,
-    `curves_EXP.png`); returns the files. Logs a line per experiment drawn."""
+    `curves_EXP.png`); returns the files. Logs a line per experiment drawn, and a warning where its runs have one
+    epoch each (their curves are single points, marked, and the figures say so)."""
     from pathlib import Path
     Figure = require_matplotlib()
     out_dir = Path(out_dir)
@@ -198,6 +205,9 @@ def plot_report(report, out_dir) -> List:
     written = []
     for exp, points in by_exp.items():
         _logger.info(f'drawing the figures of {exp} ({len(points)} points)')
+        one_epoch = single_epoch_note([len(r.curves.get('eval_loss', ())) for p in points for r in p.runs])
+        if one_epoch:
+            _logger.warning(f'{exp}: {one_epoch}')
         if exp == 'width':
             fig = Figure(figsize=(10, 3.8), layout='constrained')
             ax_c, ax_m = fig.subplots(1, 2)
@@ -263,8 +273,8 @@ def plot_report(report, out_dir) -> List:
 
 
 def _plot_eval_loss(Figure, exp, points, out_dir, note: str = ''):
-    """Mean eval-loss curves per point, normal solid and RP dashed (the overfitting comparison of D.7); `note`
-    under the panel."""
+    """Mean eval-loss curves per point, normal solid and RP dashed (the overfitting comparison of D.7), every point
+    marked on short curves (`curve_markers`); `note` under the panel, after the note of one-epoch curves."""
     fig = Figure(figsize=(6.5, 3.8), layout='constrained')
     ax = fig.subplots()
     colours: Dict[str, str] = {}  # one colour per setting, shared by its normal (solid) and RP (dashed) models
@@ -277,7 +287,7 @@ def _plot_eval_loss(Figure, exp, points, out_dir, note: str = ''):
         setting = re.sub('_(' + '|'.join(PERMUTATION_KINDS) + ')$', '', p.point)
         colour = colours.setdefault(setting, f'C{len(colours) % 10}')
         ls = '-' if p.description.permutation_label == 'normal' else '--'  # the MLP-Mixer solid, the others dashed
-        ax.plot(np.arange(n), mean, ls=ls, color=colour, lw=1, label=p.point)
+        ax.plot(np.arange(n), mean, ls=ls, color=colour, lw=1, label=p.point, **curve_markers(n))
     finite = np.concatenate(means)
     finite = finite[np.isfinite(finite) & (finite > 0)]
     if finite.size and finite.max() / finite.min() > 10:
@@ -286,7 +296,7 @@ def _plot_eval_loss(Figure, exp, points, out_dir, note: str = ''):
     integer_epochs(ax)
     ax.set_title(f'{exp}: eval loss (dashed: RP)', fontsize=10)
     ax.legend(fontsize=6, ncol=2)
-    add_note(fig, note)
+    add_note(fig, '\n'.join(filter(None, [single_epoch_note([len(m) for m in means]), note])))
     path = out_dir / f'eval_loss_{exp}.png'
     fig.savefig(path, dpi=100)
     return path
