@@ -144,3 +144,18 @@ def test_d_digests_cast_to_a_float_dtype_are_refused():
     with pytest.raises(CheckpointMismatchError, match=r'digest has dtype torch\.float16, not int64: the state dict was '
                                                       r'cast to another dtype'):
         timm.create_model(RP).load_state_dict(sd)
+
+
+def test_a_composed_permutation_is_the_two_it_replaces():
+    from timm_pkmixer.layers.gather import permute
+    from timm_pkmixer.layers.permutation import compose
+    a = FixedPermutation(60, (60,), seed=1, key='a')
+    b = FixedPermutation(60, (5, 12), seed=1, key='b')
+    index, inverse = compose(a.index, b.index), compose(b.inverse, a.inverse)
+    assert index.dtype == a.index.dtype and torch.equal(index[inverse.long()].long(), torch.arange(60))
+    x = torch.randn(3, 60, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_(True)
+    y, ref = permute(x, index, inverse, [5, 12]), b(a(x2))
+    assert torch.equal(y, ref) and not torch.equal(y, b(x2))
+    g = torch.randn(3, 5, 12)
+    assert torch.equal(torch.autograd.grad(y, x, g)[0], torch.autograd.grad(ref, x2, g)[0])
