@@ -6,7 +6,7 @@ import torch
 
 from timm_pkmixer.errors import CheckpointMismatchError
 from timm_pkmixer.layers import FixedPermutation, check_permutation, derive_permutation, permutation_digest
-from timm_pkmixer.layers.gather import _ExpandedGather, _IndexSelect
+from timm_pkmixer.layers.gather import _gather_into, _index_select_into, _Permute
 
 from conftest import RP, run_python
 
@@ -61,11 +61,11 @@ def test_gather_forward_and_inverse_gather_backward():
     # backward is the inverse gather: gx[flat i] = g[flat inverse[i]]
     torch.testing.assert_close(gx.reshape(3, -1), g.reshape(3, -1)[:, perm.inverse], rtol=0, atol=0)
     assert torch.equal(perm.index[perm.inverse], torch.arange(60))
-    # and it is differentiable twice (gradcheck on the custom Functions of both eager backends)
+    # and it is differentiable twice (gradcheck on the custom Function with both eager kernels)
     xs = torch.randn(2, 60, dtype=torch.float64, requires_grad=True)
-    for fn in (_IndexSelect, _ExpandedGather):
-        def apply(t, fn=fn):
-            return fn.apply(t, perm.index, perm.inverse, (5, 12))
+    for kernel in (_index_select_into, _gather_into):
+        def apply(t, kernel=kernel):
+            return _Permute.apply(t, perm.index, perm.inverse, (5, 12), kernel)
         assert torch.autograd.gradcheck(apply, (xs,)) and torch.autograd.gradgradcheck(apply, (xs,))
 
 
@@ -144,3 +144,18 @@ def test_d_digests_cast_to_a_float_dtype_are_refused():
     with pytest.raises(CheckpointMismatchError, match=r'digest has dtype torch\.float16, not int64: the state dict was '
                                                       r'cast to another dtype'):
         timm.create_model(RP).load_state_dict(sd)
+
+
+def test_a_composed_permutation_is_the_two_it_replaces():
+    from timm_pkmixer.layers.gather import permute
+    from timm_pkmixer.layers.permutation import compose
+    a = FixedPermutation(60, (60,), seed=1, key='a')
+    b = FixedPermutation(60, (5, 12), seed=1, key='b')
+    index, inverse = compose(a.index, b.index), compose(b.inverse, a.inverse)
+    assert index.dtype == a.index.dtype and torch.equal(index[inverse.long()].long(), torch.arange(60))
+    x = torch.randn(3, 60, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_(True)
+    y, ref = permute(x, index, inverse, [5, 12]), b(a(x2))
+    assert torch.equal(y, ref) and not torch.equal(y, b(x2))
+    g = torch.randn(3, 5, 12)
+    assert torch.equal(torch.autograd.grad(y, x, g)[0], torch.autograd.grad(ref, x2, g)[0])

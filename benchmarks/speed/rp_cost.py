@@ -47,9 +47,24 @@ from timm_pkmixer.layers.gather import gather_spec, tuned_choices, use_gather_ba
 from timm_pkmixer.sweeps.recipes import load_recipe, resolve_recipe
 
 RECIPE = 'fashion_mnist/s_mixer_fig7'
+# the models timed: the recipe's S-Mixer, and Table S.3's small MLP-Mixer (S = 64, C = 48, L = 3, γ = 2; CIFAR's
+# 3 × 32 px, P = 4), each with the recipe's optimiser and batch
+MODELS = ('s_mixer', 'table_s3')
 TRAIN_IMAGES = 60000  # Fashion-MNIST's training set: an epoch is TRAIN_IMAGES // batch steps (train.py drops the last)
 CPU = torch.device('cpu')
 TARGET = 1.05  # RP / normal per epoch; the paper's Table S.3: +5.4 % (V100)
+TARGETS = {'s_mixer': 1.10, 'table_s3': 1.05}  # issue 44's targets for a CPU eager step at one thread
+HOST_TARGET = 1.25  # one permutation's forward + backward host cost at (2, 64), against a plain index_select
+
+
+def model_recipe(recipe: Dict[str, Any], model: str) -> Dict[str, Any]:
+    """The recipe with its model replaced by one of MODELS ('s_mixer': the recipe's own)."""
+    if model == 's_mixer':
+        return recipe
+    from timm_pkmixer.analysis.cost import COST_SIZES, cost_model_args
+    name, kwargs = cost_model_args(COST_SIZES['table-s3-small'], 'mlp_mixer')
+    kwargs = {k: v for k, v in kwargs.items() if k not in ('permutation', 'num_classes')}
+    return dict(recipe, model=name, model_kwargs=kwargs, in_chans=3, num_classes=10, img_size=kwargs['img_size'])
 
 
 def build(recipe: Dict[str, Any], permutation: str,
@@ -223,28 +238,122 @@ def permutation_ops(recipe: Dict[str, Any], batch: int, reps: int = 7, calls: in
     return dict(shape=list(x.shape), us_per_call=times, per_forward=counts)
 
 
+def host_cost(reps: int = 25, calls: int = 200) -> Dict[str, Any]:
+    """Host cost of one permutation, forward and backward, on a tiny (2, 64) batch, against a plain index_select
+    with autograd's own backward, each followed by the same sum().backward(): µs per call (the minimum over `reps`
+    interleaved repetitions of `calls` calls) and the per-repetition ratios to the plain one, at one thread."""
+    from timm_pkmixer.layers.gather import permute
+    from timm_pkmixer.layers.permutation import FixedPermutation
+    perm = FixedPermutation(64, (8, 8), seed=0, key='host')
+    index, inverse = perm.index, perm.inverse
+    x = torch.randn(2, 64, requires_grad=True)
+    x3 = torch.randn(2, 8, 8, requires_grad=True)
+    cases = {'sum().backward() alone': lambda: x.sum().backward(),
+             'plain: x.index_select(1, i), autograd backward': lambda: x.index_select(1, index).sum().backward(),
+             'permute(x, i, inverse, [64])': lambda: permute(x, index, inverse, [64]).sum().backward(),
+             'plain, shaped (2, 8, 8)': lambda: x.index_select(1, index).view(2, 8, 8).sum().backward(),
+             'permute(x, i, inverse, [8, 8])': lambda: permute(x, index, inverse, [8, 8]).sum().backward(),
+             'FixedPermutation module, (2, 8, 8)': lambda: perm(x3).sum().backward()}
+    runs: Dict[str, List[float]] = {k: [] for k in cases}
+    for f in cases.values():
+        for _ in range(20):
+            f()
+    for rep in range(reps):
+        for name in (list(cases) if rep % 2 == 0 else list(cases)[::-1]):
+            start = time.perf_counter()
+            for _ in range(calls):
+                cases[name]()
+            runs[name].append((time.perf_counter() - start) / calls * 1e6)
+    base, base8 = runs['plain: x.index_select(1, i), autograd backward'], runs['plain, shaped (2, 8, 8)']
+    ratios = {'permute(x, i, inverse, [64])': base, 'permute(x, i, inverse, [8, 8])': base8,
+              'FixedPermutation module, (2, 8, 8)': base8}
+    return dict(us=runs, ratios={k: [a / b for a, b in zip(runs[k], ref)] for k, ref in ratios.items()})
+
+
+GATHER_SHAPES = ((2, 64), (128, 4096), (256, 1024), (8, 100352), (1, 150528))
+
+
+def _gather_cases(b: int, m: int, dtype: torch.dtype) -> Dict[str, Any]:
+    from timm_pkmixer.layers.gather import permute
+    x = torch.randn(b, m).to(dtype)
+    index = torch.randperm(m, generator=torch.Generator().manual_seed(0)).int()
+    inverse = torch.argsort(index.long()).int()
+    out = torch.empty_like(x)
+    expanded = index.long().expand(b, -1)
+    cols = 64 if m % 64 == 0 else 1
+    return {'ours (tuned)': lambda: permute(x, index, inverse, [m]),
+            'index_select': lambda: torch.index_select(x, 1, index, out=out),
+            'expanded gather': lambda: torch.gather(x, 1, expanded, out=out),
+            'transpose copy': lambda: x.view(b, -1, cols).transpose(1, 2).contiguous(),
+            'copy': lambda: out.copy_(x)}
+
+
+def gather_speed(threads: Sequence[int], reps: int = 7, calls: int = 20) -> List[Dict[str, Any]]:
+    """The CPU gather against copy speed: µs per call (minimum over `reps`) of the package's eager gather (no grad:
+    the kernel alone, as the tuned backend picks it), index_select, the expanded torch.gather, a transpose copy and a
+    plain copy of the same (B, m) tensor, float32 and bfloat16, at each thread count."""
+    rows = []
+    for t, (b, m), dtype in itertools.product(threads, GATHER_SHAPES, (torch.float32, torch.bfloat16)):
+        torch.set_num_threads(t)
+        cases = _gather_cases(b, m, dtype)
+        best = {k: float('inf') for k in cases}
+        for f in cases.values():
+            f()
+        for _ in range(reps):
+            for name, f in cases.items():
+                start = time.perf_counter()
+                for _ in range(calls):
+                    f()
+                best[name] = min(best[name], (time.perf_counter() - start) / calls * 1e6)
+        rows.append(dict(threads=t, shape=[b, m], dtype=str(dtype).replace('torch.', ''), us=best))
+    return rows
+
+
 def fmt(q: Tuple[float, float, float], scale: float = 1.0, digits: int = 1) -> str:
     lo, mid, hi = (v * scale for v in q)
     return f'{mid:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]'
 
 
 def markdown(results: List[Dict[str, Any]], env: Dict[str, Any], batch: int,
-             profiles: Dict[str, Dict[str, Dict[str, float]]], ops: Dict[str, Any]) -> str:
+             profiles: Dict[str, Dict[str, Dict[str, float]]], ops: Dict[str, Any],
+             host: Optional[Dict[str, Any]] = None, gathers: Sequence[Dict[str, Any]] = ()) -> str:
     steps_per_epoch = TRAIN_IMAGES // batch
-    where = (f'{env["threads"]} thread): CPU time' if env['device'] == 'cpu' else
-             f'{env["device"]}): wall-clock time, the GPU synchronized,')
-    lines = [f'RP S-Mixer against the normal one, `{RECIPE}` (batch {batch}, {where} '
-             f'per training step (ms; median [IQR] over the repetitions) and per epoch of {TRAIN_IMAGES} images '
-             f'({steps_per_epoch} steps, extrapolated), and the ratio RP / normal (median of the per-repetition '
-             f'ratios [IQR]); target ≤ {TARGET}.', '',
-             '| mode | normal ms/step | RP ms/step | normal s/epoch | RP s/epoch | RP / normal | ≤ 1.05 |',
-             '|---|---|---|---|---|---|---|']
+    where = ('CPU time' if env['device'] == 'cpu' else f'{env["device"]}: wall-clock time, the GPU synchronized,')
+    lines = [f'RP against normal: the S-Mixer of `{RECIPE}` (S = C = 64, L = 8) and Table S.3\'s MLP-Mixer (S = 64, '
+             f'C = 48, L = 3, γ = 2), batch {batch}, the recipe\'s optimiser; {where} per training step (ms; median '
+             f'[IQR] over the repetitions) and per epoch of {TRAIN_IMAGES} images ({steps_per_epoch} steps, '
+             f'extrapolated), and the ratio RP / normal (median of the per-repetition ratios [IQR]); the targets '
+             f'(issue 44, eager, one thread): S-Mixer ≤ {TARGETS["s_mixer"]}, Table S.3 ≤ {TARGETS["table_s3"]}.',
+             '', '| model | threads | mode | normal ms/step | RP ms/step | normal s/epoch | RP s/epoch | RP / normal |',
+             '|---|---|---|---|---|---|---|---|']
     for r in results:
         n, p, ratio = (quartiles(r['seconds_per_step']['normal']), quartiles(r['seconds_per_step']['random']),
                        quartiles(r['ratios']))
-        lines.append(f'| {r["mode"]} ({r["reps"]} × {r["steps"]} steps) | {fmt(n, 1e3)} | {fmt(p, 1e3)} | '
-                     f'{n[1] * steps_per_epoch:.1f} | {p[1] * steps_per_epoch:.1f} | {fmt(ratio, digits=3)} | '
-                     f'{"met" if ratio[1] <= TARGET else "not met"} |')
+        lines.append(f'| {r.get("model", "s_mixer")} | {r.get("threads", env["threads"])} | {r["mode"]} '
+                     f'({r["reps"]} × {r["steps"]} steps) | {fmt(n, 1e3)} | {fmt(p, 1e3)} | '
+                     f'{n[1] * steps_per_epoch:.1f} | {p[1] * steps_per_epoch:.1f} | {fmt(ratio, digits=3)} |')
+    if host:
+        host_reps = len(next(iter(host['us'].values())))
+        lines += ['', f'Host cost of one permutation, forward + backward, on a (2, 64) batch, each followed by the '
+                      f'same sum().backward(), one thread: µs per call (minimum over {host_reps} '
+                      f'interleaved repetitions) and the ratio to the plain index_select of the same output shape '
+                      f'(median of the per-repetition ratios [IQR]); target ≤ {HOST_TARGET}:', '',
+                  '| call | µs | / plain |', '|---|---|---|']
+        for name, us in host['us'].items():
+            ratio = fmt(quartiles(host['ratios'][name]), digits=2) if name in host['ratios'] else ''
+            lines.append(f'| {name} | {min(us):.1f} | {ratio} |')
+    if gathers:
+        names = list(gathers[0]['us'])
+        lines += ['', 'The CPU gather against copy speed: µs per call (minimum over 7 repetitions) of one (B, m) '
+                      'tensor; ours is the eager backend without gradient (the tuned kernel alone):', '',
+                  '| threads | (B, m) | dtype | ' + ' | '.join(names) + ' | ours / copy | ours / transpose |',
+                  '|---|---|---|' + '---|' * (len(names) + 2)]
+        for g in gathers:
+            us = g['us']
+            lines.append(f'| {g["threads"]} | ({g["shape"][0]}, {g["shape"][1]}) | {g["dtype"]} | '
+                         + ' | '.join(f'{us[k]:.1f}' for k in names)
+                         + f' | {us["ours (tuned)"] / us["copy"]:.1f} | '
+                         + f'{us["ours (tuned)"] / us["transpose copy"]:.2f} |')
     epochs = [r for r in results if 'epochs' in r]
     if epochs:
         e0 = epochs[0]['epochs']
@@ -282,6 +391,11 @@ def markdown(results: List[Dict[str, Any]], env: Dict[str, Any], batch: int,
 def main(argv: Sequence[str] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--modes', nargs='+', choices=('eager', 'compile'), default=['eager', 'compile'])
+    parser.add_argument('--models', nargs='+', choices=MODELS, default=list(MODELS))
+    parser.add_argument('--threads', nargs='+', type=int, default=sorted({1, os.cpu_count() or 1}),
+                        help='CPU thread counts to time at (default: 1 and all cores)')
+    parser.add_argument('--no-micro', action='store_true',
+                        help='leave out the host-cost and gather-speed tables (CPU only)')
     parser.add_argument('--reps', type=int, default=15, help='interleaved repetitions (default 15)')
     parser.add_argument('--steps', type=int, default=5, help='steps per model per repetition (default 5)')
     parser.add_argument('--warmup', type=int, default=5, help='warm-up steps per model (default 5)')
@@ -316,32 +430,41 @@ def main(argv: Sequence[str] = None) -> None:
         parser.error('--profile and --gather time CPU work only: leave them out with --device cuda')
     if args.quick:
         args.reps, args.steps = 5, 3
-    torch.set_num_threads(1)
     recipe = load_recipe(str(resolve_recipe(RECIPE)))
     batch = args.batch_size or recipe['batch_size']
     load = os.getloadavg()
     with use_gather_backend(args.gather, 'cpu', ('eager',)) if args.gather else contextlib.nullcontext():
         loader = (epoch_loader(recipe, batch, args.data_dir, args.loader_workers, device) if args.data_dir else
                   None)
-        results = [measure(recipe, mode, batch, args.reps, args.steps, args.warmup, device, loader, args.epoch_reps,
-                           args.epoch_batches) for mode in args.modes]
+        results = []
+        for model, threads, mode in itertools.product(args.models, args.threads, args.modes):
+            torch.set_num_threads(threads)
+            r = measure(model_recipe(recipe, model), mode, batch, args.reps, args.steps, args.warmup, device,
+                        loader if model == 's_mixer' else None, args.epoch_reps, args.epoch_batches)
+            results.append(dict(r, model=model, threads=threads))
+        torch.set_num_threads(1)
+        micro = device.type == 'cpu' and not args.no_micro
+        host = host_cost() if micro else {}
+        gathers = gather_speed(args.threads) if micro else []
+        torch.set_num_threads(1)
         profiles = {mode: profile(recipe, mode, batch, 3) for mode in args.modes} if args.profile else {}
         ops = permutation_ops(recipe, batch) if args.profile else {}
         backend = gather_spec(device.type, 'eager')
     chosen = ', '.join(f'tuned for ({k[2]}, {k[3]}): {v}' for k, v in tuned_choices().items() if k[0] == device.type)
     env = dict(device='cpu' if device.type == 'cpu' else torch.cuda.get_device_name(device),
-               threads=torch.get_num_threads(), gather=backend + (f' ({chosen})' if chosen else ''),
+               threads=' and '.join(map(str, args.threads)), gather=backend + (f' ({chosen})' if chosen else ''),
                **(dict(loader_workers=args.loader_workers) if args.data_dir else {}), torch=torch.__version__,
                timm=timm.__version__,
                cpu=platform.processor() or platform.machine(), cores=os.cpu_count(),
                load=f'{load[0]:.1f} before, {os.getloadavg()[0]:.1f} after',
                date=time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))
-    text = markdown(results, env, batch, profiles, ops)
+    text = markdown(results, env, batch, profiles, ops, host, gathers)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / 'rp_cost.md').write_text(text, encoding='utf-8')
     (out / 'rp_cost.json').write_text(json.dumps(dict(recipe=RECIPE, batch=batch, env=env, results=results,
-                                                      profiles=profiles, permutation_ops=ops), indent=1),
+                                                      profiles=profiles, permutation_ops=ops, host_cost=host,
+                                                      gather_speed=gathers), indent=1),
                                       encoding='utf-8')
     print(text, end='')
 

@@ -23,7 +23,11 @@ any                ``script``    ``index_select`` (fixed: TorchScript cannot cal
 A backend is a function ``(x (B, m), index (m,), inverse (m,), out_shape) -> (B, *out_shape)`` that
 returns a fresh tensor (not a view: FSDP2 warns about blocks that return views) and is differentiable,
 with the gather by ``inverse`` as its backward (no scatter, no atomics, deterministic). All backends
-compute bit-identical results. Adding a kernel (say, a fused GPU gather) is one new file that defines such
+compute bit-identical results. The eager ``index_select``, ``gather`` and ``tuned`` backends share one old-style
+autograd Function, :class:`_Permute` (host cost per call about an ``index_select``'s); in a graph being compiled
+they use traceable twins of it.
+
+Adding a kernel (say, a fused GPU gather) is one new file that defines such
 a function, plus one table entry naming it by import path, e.g.
 ``GATHER_TABLE['cuda', 'eager'] = 'timm_pkmixer.layers.gather_cuda:fused_gather'``; it is imported on
 first use. :func:`use_gather_backend` switches an entry for a block of code (tests, benchmarks).
@@ -52,31 +56,84 @@ GATHER_TABLE: Dict[Tuple[str, str], str] = {
 }
 
 
+def _shaped(out: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
+    """A fresh contiguous (B, m) tensor given the shape (B, *out_shape) in place: no copy, and not a view (a view
+    costs a view node per call, and FSDP2 warns about blocks that return views)."""
+    return out.resize_((out.shape[0], *out_shape))
+
+
+# ---------------------------------------------------------------- kernels: index_select, gather
+
+# 2-byte floats are gathered as 2-byte integers: the same bits, and torch.gather's integer kernel is faster
+# (bfloat16 (128, 4096), one thread: about 300 µs against 400; benchmarks/speed/rp_cost.py, the gather table)
+_SAME_BITS = {torch.bfloat16: torch.int16, torch.float16: torch.int16}
+
+
+def _index_select_into(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
+    """x (B, m) → x[:, index] as a fresh (B, *out_shape) tensor, by index_select (one row at a time)."""
+    return _shaped(torch.index_select(x, 1, index), out_shape)
+
+
+def _gather_into(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
+    """x (B, m) → x[:, index] as a fresh (B, *out_shape) tensor, by torch.gather with the index expanded over the
+    batch (parallel over B·m on the CPU); 2-byte floats as 2-byte integers."""
+    expanded = index.long().expand(x.shape[0], -1)
+    bits = _SAME_BITS.get(x.dtype)
+    if bits is None:
+        return _shaped(torch.gather(x, 1, expanded), out_shape)
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    torch.gather(x.view(bits), 1, expanded, out=out.view(bits))
+    return _shaped(out, out_shape)
+
+
+class _Permute(torch.autograd.Function):
+    """y = kernel(x, index) with dy/dx applied as kernel(g, inverse): a gather, not a scatter; differentiable twice
+    (create_graph=True: the backward gather is this function again).
+
+    Old-style (``forward(ctx, ...)``, no ``setup_context``) on purpose: a Function with ``setup_context`` binds its
+    arguments with ``inspect.signature`` on every ``apply``, which cost more host time than the whole gather of a
+    small batch (benchmarks/speed/rp_cost.py, the per-call table). The index, inverse, kernel and input shape are kept
+    on ``ctx`` (buffers of the layer, not outputs: no reference cycle, nothing for saved-tensor hooks to pack).
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor, out_shape: Sequence[int],
+                kernel: Callable) -> torch.Tensor:
+        ctx.index, ctx.inverse, ctx.in_shape, ctx.kernel = index, inverse, x.shape[1:], kernel
+        return kernel(x, index, out_shape)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        grad = grad.reshape(grad.shape[0], ctx.index.shape[0])
+        if torch.is_grad_enabled():  # create_graph=True: the backward gather is differentiable too
+            return _Permute.apply(grad, ctx.inverse, ctx.index, ctx.in_shape, ctx.kernel), None, None, None, None
+        return ctx.kernel(grad, ctx.inverse, ctx.in_shape), None, None, None, None
+
+
+# ---------------------------------------------------------------- the same kernels in compiled and exported graphs
+
+
 def _fresh(x: torch.Tensor, out_shape: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
     """An uninitialised (B, *out_shape) output and its flat (B, m) view to write into."""
     out = x.new_empty((x.shape[0], *out_shape))
     return out, out.view(x.shape[0], x.shape[1])  # m, not -1: a batch of 0 is a (0, m) view too
 
 
-# ---------------------------------------------------------------- backends: index_select, gather
-
-
-def _index_select_into(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
+def _index_select_out(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
     out, flat = _fresh(x, out_shape)
     torch.index_select(x, 1, index, out=flat)
     return out
 
 
-def _gather_into(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
-    """torch.gather with the index expanded over the batch (parallel over B·m on the CPU)."""
+def _gather_out(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
     out, flat = _fresh(x, out_shape)
     torch.gather(x, 1, index.long().expand(x.shape[0], -1), out=flat)
     return out
 
 
-def _differentiable(kernel: Callable) -> Type[torch.autograd.Function]:
-    """y = kernel(x, index) with dy/dx applied as kernel(g, inverse): a gather, not a scatter; differentiable
-    twice (create_graph=True)."""
+def _traceable(kernel: Callable) -> Type[torch.autograd.Function]:
+    """:class:`_Permute` as dynamo and torch.export trace it: a new-style Function (``setup_context``) over an
+    out= kernel (they trace neither ``resize_`` nor a Python function passed as an argument)."""
 
     class Gather(torch.autograd.Function):
         @staticmethod
@@ -95,23 +152,32 @@ def _differentiable(kernel: Callable) -> Type[torch.autograd.Function]:
                 return Gather.apply(grad, inverse, index, (grad.shape[1],)), None, None, None
             return kernel(grad, inverse, (grad.shape[1],)), None, None, None
 
-    Gather.__name__ = Gather.__qualname__ = f'_Gather_{kernel.__name__.strip("_")}'
+    Gather.__name__ = Gather.__qualname__ = f'_Traced_{kernel.__name__.strip("_")}'
     return Gather
 
 
-def _backend(kernel: Callable) -> Tuple[GatherFn, Type[torch.autograd.Function]]:
-    """A backend from a kernel: the autograd function when a gradient is needed, the plain kernel otherwise."""
-    function = _differentiable(kernel)
+# ---------------------------------------------------------------- backends: index_select, gather
+
+
+def _backend(kernel: Callable, traced_kernel: Callable) -> GatherFn:
+    """A backend from a kernel: :class:`_Permute` when a gradient is needed, the plain kernel otherwise; in a graph
+    being compiled, its traceable twin."""
+    traced = _traceable(traced_kernel)
 
     def gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor, out_shape: Sequence[int]):
-        if torch.is_grad_enabled() and x.requires_grad:
-            return function.apply(x, index, inverse, tuple(out_shape))
+        if torch.compiler.is_compiling():
+            if torch.is_grad_enabled() and x.requires_grad:
+                return traced.apply(x, index, inverse, tuple(out_shape))
+            return traced_kernel(x, index, out_shape)
+        if x.requires_grad and torch.is_grad_enabled():
+            return _Permute.apply(x, index, inverse, out_shape, kernel)
         return kernel(x, index, out_shape)
-    return gather, function
+    gather.__name__ = gather.__qualname__ = f'{kernel.__name__.strip("_").replace("_into", "")}_gather'
+    return gather
 
 
-index_select_gather, _IndexSelect = _backend(_index_select_into)
-expanded_gather, _ExpandedGather = _backend(_gather_into)
+index_select_gather = _backend(_index_select_into, _index_select_out)
+expanded_gather = _backend(_gather_into, _gather_out)
 
 
 def plain_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor,
@@ -122,10 +188,7 @@ def plain_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor,
 
 # ---------------------------------------------------------------- backend: tuned (index_select or gather)
 
-_CANDIDATES: Dict[str, Tuple[GatherFn, Callable]] = {
-    'index_select': (index_select_gather, _index_select_into),
-    'gather': (expanded_gather, _gather_into),
-}
+_CANDIDATES: Dict[str, Callable] = {'index_select': _index_select_into, 'gather': _gather_into}
 _TUNED: Dict[tuple, str] = {}
 
 
@@ -144,11 +207,11 @@ def _pick(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int], reps: 
     """
     names = list(_CANDIDATES)
     for name in names:
-        _CANDIDATES[name][1](x, index, out_shape)
+        _CANDIDATES[name](x, index, out_shape)
     best = {name: float('inf') for name in names}
     for r in range(reps):
         for name in (names if r % 2 == 0 else names[::-1]):
-            best[name] = min(best[name], _time_once(_CANDIDATES[name][1], x, index, out_shape))
+            best[name] = min(best[name], _time_once(_CANDIDATES[name], x, index, out_shape))
     return min(names, key=best.__getitem__)
 
 
@@ -156,13 +219,19 @@ def tuned_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor,
                  out_shape: Sequence[int]) -> torch.Tensor:
     """index_select or expanded gather, whichever was faster when this case (device, dtype, B, m, threads)
     was first seen. Both compute the same values; only the time differs."""
-    if x.shape[0] == 0:  # an empty batch: nothing to time
+    if torch.compiler.is_compiling():  # nothing to time in a graph being traced
         return index_select_gather(x, index, inverse, out_shape)
-    key = (x.device, x.dtype, x.shape[0], x.shape[1], torch.get_num_threads())
-    name = _TUNED.get(key)
-    if name is None:
-        name = _TUNED[key] = _pick(x.detach(), index, out_shape)
-    return _CANDIDATES[name][0](x, index, inverse, out_shape)
+    if x.shape[0] == 0:  # an empty batch: nothing to time
+        kernel = _index_select_into
+    else:
+        key = (x.device, x.dtype, x.shape[0], x.shape[1], torch.get_num_threads())
+        name = _TUNED.get(key)
+        if name is None:
+            name = _TUNED[key] = _pick(x.detach(), index, out_shape)
+        kernel = _CANDIDATES[name]
+    if x.requires_grad and torch.is_grad_enabled():
+        return _Permute.apply(x, index, inverse, out_shape, kernel)
+    return kernel(x, index, out_shape)
 
 
 def tuned_choices() -> Dict[tuple, str]:
@@ -176,7 +245,7 @@ def tuned_choices() -> Dict[tuple, str]:
 @torch.library.custom_op('timm_pkmixer::permute', mutates_args=())
 def _permute_op(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor, out_shape: List[int]) -> torch.Tensor:
     """x[:, index] of a (B, m) tensor as (B, *out_shape): one opaque op for compiled graphs."""
-    return _index_select_into(x, index, out_shape)
+    return _index_select_out(x, index, out_shape)
 
 
 @_permute_op.register_fake

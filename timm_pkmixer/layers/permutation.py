@@ -31,7 +31,7 @@ from ..sizes import PlannedTensor, Size
 from .gather import permute
 from .structure import DerivedStructure, hashed_uniform_keys, structure_digest
 
-__all__ = ['derive_permutation', 'permutation_digest', 'check_permutation', 'index_dtype', 'Tiling',
+__all__ = ['derive_permutation', 'permutation_digest', 'check_permutation', 'index_dtype', 'compose', 'Tiling',
            'IdentityPermutation', 'Transpose', 'FixedPermutation', 'PermutationSpec', 'NormalPermutations',
            'RandomPermutations']
 
@@ -131,6 +131,19 @@ class Transpose(nn.Module):
 
 
 @register_notrace_module
+def compose(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """The one gather index that applies `first`, then `second`: ``x[:, first][:, second] == x[:, first[second]]``
+    (m,) → (m,), same dtype; its inverse is ``inverse_second[inverse_first]``.
+
+    Two gathers compose only where nothing but elementwise-per-feature work lies between them. In the package's
+    blocks none do: J1 is followed by W (a linear map over each row), J2 by the skip add and the next LayerNorm (a
+    reduction over each token's C features) before the next J1; a LayerNorm's statistics mix features, so a
+    permutation cannot be moved across it. Kinds or layers with two gathers in a row compose them with this at
+    construction.
+    """
+    return first[second.long()]
+
+
 class FixedPermutation(DerivedStructure, nn.Module):
     """J·vec(X) for a fixed uniform random permutation J, as a gather.
 
