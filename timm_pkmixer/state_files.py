@@ -141,7 +141,7 @@ def write_text(path: PathLike, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_beside(path)
     try:
-        tmp.write_bytes(text.encode('utf-8'))
+        tmp.write_text(text, encoding='utf-8', newline='')  # no newline translation: the bytes given
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
