@@ -152,9 +152,9 @@ def _epochs_csv(tmp_path):
 
 
 @pytest.mark.parametrize('edit,message', [
-    (lambda rows: rows[1].__setitem__(-2, '{"model": "s_mixer_s64c64_32", '),
+    (lambda rows: rows[1].__setitem__(-3, '{"model": "s_mixer_s64c64_32", '),
      '{path}, line 2: column config is not JSON (Expecting property name enclosed in double quotes at character 32)'),
-    (lambda rows: rows[1].__setitem__(-2, '[1, 2]'),
+    (lambda rows: rows[1].__setitem__(-3, '[1, 2]'),
      "{path}, line 2: column config of run 'a_seed0' is not a train.py configuration (a JSON object with a model)"),
     (lambda rows: rows[2].__setitem__(5, 'x'), "{path}, line 3: column 'train_loss' holds 'x', not a number"),
     (lambda rows: rows[2].__setitem__(4, 'two'), "{path}, line 3: column 'epoch' holds 'two', not an epoch number"),
@@ -163,7 +163,7 @@ def test_an_epochs_csv_that_is_not_what_the_report_writes_is_named(tmp_path, cap
     path = _epochs_csv(tmp_path)
     with open(path, newline='') as f:
         rows = list(csv.reader(f))
-    assert rows[0][4:6] == ['epoch', 'train_loss'] and rows[0][-2] == 'config'
+    assert rows[0][4:6] == ['epoch', 'train_loss'] and rows[0][-3:] == ['config', 'read_problems', 'environment']
     edit(rows)
     with open(path, 'w', newline='') as f:
         csv.writer(f).writerows(rows)

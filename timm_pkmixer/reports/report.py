@@ -51,6 +51,7 @@ from ..markdown import markdown_table
 from ..permutation_kinds import PERMUTATION_KINDS
 from ..runs.epochs_csv import read_epochs_csv, write_epochs_csv
 from ..runs.launch_marker import launch_changes
+from ..runs.provenance import ENVIRONMENT_KEYS, NOT_RECORDED, PROVENANCE_JSON, environment_key, read_provenance
 from ..runs.run_folder import SEED_MODEL_ARGS, Run, RunFileError, epoch_ranges, find_runs, read_run
 from ..state_files import write_text
 from ..sweeps.sweep_tables import EXPERIMENTS
@@ -155,6 +156,16 @@ class Report:
     @property
     def unfinished(self) -> List[Listed]:
         return [x for x in self.listed if x.kind == 'unfinished']
+
+    def environments(self) -> List[Tuple[Tuple[Any, ...], str, int]]:
+        """(environment, note, number of runs) over every run read (averaged or listed), in the order first met:
+        the environment is :func:`~timm_pkmixer.runs.provenance.environment_key`'s, ``(NOT_RECORDED,)`` for runs
+        without a ``pkmixer_env.json``."""
+        counts: OrderedDict[Tuple[Tuple[Any, ...], str], int] = OrderedDict()
+        for run in self.runs:
+            key = environment_key(run.environment)
+            counts[key] = counts.get(key, 0) + 1
+        return [(env, note, n) for (env, note), n in counts.items()]
 
     def omitted(self) -> str:
         """What every figure of the report leaves out, as a note for it ('' when nothing): the runs listed in
@@ -314,6 +325,11 @@ def _read_runs(b: _Building) -> None:
             except RunFileError as e:
                 b.report.unreadable.append((name, str(e).replace(f'{folder}{os.sep}', '')))  # the name says where
                 continue
+            try:
+                run.environment = read_provenance(folder)
+            except RunFileError as e:  # the run is read; what made it is counted as not recorded
+                b.report.warnings.append(f'`{name}`: {str(e).replace(f"{folder}{os.sep}", "")}: its environment is '
+                                         f'counted as {NOT_RECORDED}')
             if changed:  # `pkmixer launch` ran it from a recipe that has changed since: apart, in no table
                 b.report.listed.append(Listed(name, 'stale', f'stale: its recipe or the train.py arguments of its '
                                                              f'launch changed since it ran ({", ".join(changed)}): '
@@ -447,6 +463,29 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+_ENV_HEADERS = ('runs', 'commit', 'timm-pkmixer', 'torch', 'timm', 'Python', 'train.py sha256', 'device', 'threads',
+                'processes', 'arithmetic', 'note')
+
+
+def _environments_md(report: Report) -> List[str]:
+    """report.md's section on what made the runs: one row per distinct environment with its number of runs."""
+    rows = []
+    for env, note, n in report.environments():
+        if env == (NOT_RECORDED,):
+            rows.append([str(n), NOT_RECORDED] + [''] * (len(_ENV_HEADERS) - 3) + [note])
+            continue
+        e = dict(zip(ENVIRONMENT_KEYS, env))
+        commit = (e['pkmixer_commit'] or 'not a git checkout')[:12] + (' (changed)' if e['pkmixer_dirty'] else '')
+        device = f'{e["device_type"]}: {e["device"]}' if e['device_type'] != e['device'] else str(e['device'])
+        rows.append([str(n), commit, str(e['pkmixer_version']), str(e['torch']), str(e['timm']), str(e['python']),
+                     str(e['train_py_sha256'] or '')[:12], device, str(e['threads']), str(e['processes']),
+                     e['flags'] or '-', note])
+    return ['', '## Environments', '',
+            f'What made the runs (every run read, averaged or listed), from each run folder\'s {PROVENANCE_JSON} '
+            f'(written by `pkmixer train`) or the environment column of epochs.csv; "changed": the checkout had '
+            f'uncommitted changes.', '', markdown_table(_ENV_HEADERS, rows)]
+
+
 def write_report(report: Report, out_dir: str, figures: bool = True) -> Tuple[List[Path], Optional[str]]:
     """Write report.csv, report.md, epochs.csv and (with matplotlib) the figures into `out_dir`; logs a line per
     experiment whose figures are drawn.
@@ -482,6 +521,7 @@ def write_report(report: Report, out_dir: str, figures: bool = True) -> Tuple[Li
     if report.unreadable:
         md += ['', '## Folders that cannot be read', '', 'In no table and no figure (each figure counts them).', '']
         md += [f'- `{n}`: {why}' for n, why in report.unreadable]
+    md += _environments_md(report)
     if report.warnings:
         md += ['', '## Warnings', ''] + [f'- {w}' for w in report.warnings]
     write_text(out / 'report.md', '\n'.join(md) + '\n')

@@ -19,6 +19,8 @@ from .run_folder import RUN_ONLY_KEYS, PathLike, Run, RunFileError, cache_only_k
 __all__ = ['write_epochs_csv', 'read_epochs_csv']
 
 _EPOCHS_FIXED = ('run', 'seed', 'model', 'model_kwargs', 'epoch', 'config', 'read_problems')
+ENVIRONMENT = 'environment'  # a later column: what made the run (its pkmixer_env.json); files before it lack it
+_NOT_METRICS = (*_EPOCHS_FIXED, ENVIRONMENT)
 
 
 def _dump(value: Any) -> str:
@@ -41,25 +43,44 @@ def _portable(args: Dict[str, Any]) -> Dict[str, Any]:
 
 def write_epochs_csv(runs: Sequence[Run], path: PathLike) -> None:
     """Every run's per-epoch metrics with its configuration, one row per (run, epoch): ``run, seed, model,
-    model_kwargs, epoch, <summary.csv columns>, config, read_problems``. ``config`` (on each run's first row only,
-    to keep the file small) is the run's args.yaml as JSON without the bookkeeping keys (a torchvision dataset's
-    data_dir, its download's cache, among them) and with absolute paths cut to their last component; a run without
-    a summary row gets one row with an empty epoch. Values are written in full (``repr``)."""
+    model_kwargs, epoch, <summary.csv columns>, config, read_problems, environment``. ``config`` (on each run's
+    first row only, to keep the file small) is the run's args.yaml as JSON without the bookkeeping keys (a
+    torchvision dataset's data_dir, its download's cache, among them) and with absolute paths cut to their last
+    component; ``environment`` (first row too) is what made the run, its ``pkmixer_env.json`` as JSON (empty: not
+    recorded); a run without a summary row gets one row with an empty epoch. Values are written in full
+    (``repr``)."""
     metrics: List[str] = []
     for run in runs:
         for row in run.epochs.values():
             metrics += [k for k in row if k not in metrics]
     f = io.StringIO(newline='')
     writer = csv.writer(f)
-    writer.writerow(['run', 'seed', 'model', 'model_kwargs', 'epoch', *metrics, 'config', 'read_problems'])
+    writer.writerow(['run', 'seed', 'model', 'model_kwargs', 'epoch', *metrics, 'config', 'read_problems',
+                     ENVIRONMENT])
     for run in runs:
         head = [run.name, run.seed, run.model, _dump(run.model_kwargs)]
-        tail = [_dump(_portable(run.args)), ' | '.join(run.read_problems)]
+        tail = [_dump(_portable(run.args)), ' | '.join(run.read_problems),
+                _dump(run.environment) if run.environment else '']
         for i, epoch in enumerate(sorted(run.epochs) or [None]):
             row = run.epochs.get(epoch, {}) if epoch is not None else {}
             writer.writerow([*head, '' if epoch is None else epoch,
-                             *[repr(row[k]) if k in row else '' for k in metrics], *(tail if i == 0 else ['', ''])])
+                             *[repr(row[k]) if k in row else '' for k in metrics],
+                             *(tail if i == 0 else [''] * len(tail))])
     write_text(path, f.getvalue())
+
+
+def _environment(where: str, line: Dict[str, str]) -> Optional[Dict[str, Any]]:
+    """The run's environment of its first line (None: not recorded, or a file from before the column)."""
+    text = line.get(ENVIRONMENT) or ''
+    if not text:
+        return None
+    try:
+        env = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RunFileError(f'{where}: column {ENVIRONMENT} is not JSON ({e.msg} at character {e.pos + 1})') from None
+    if not isinstance(env, dict):
+        raise RunFileError(f'{where}: column {ENVIRONMENT} of run {line["run"]!r} is not a JSON object')
+    return env
 
 
 def _epochs_line(path: Path, lineno: int, line: Dict[str, str], first: bool) -> Tuple[Optional[Dict], Optional[int],
@@ -82,7 +103,7 @@ def _epochs_line(path: Path, lineno: int, line: Dict[str, str], first: bool) -> 
         raise RunFileError(f'{where}: column \'epoch\' holds {line["epoch"]!r}, not an epoch number') from None
     metrics: Dict[str, float] = {}
     for key, text in line.items():
-        if key in _EPOCHS_FIXED or not text:
+        if key in _NOT_METRICS or not text:
             continue
         try:
             metrics[key] = float(text)
@@ -92,13 +113,15 @@ def _epochs_line(path: Path, lineno: int, line: Dict[str, str], first: bool) -> 
 
 
 def read_epochs_csv(path: PathLike) -> List[Run]:
-    """The runs of an ``epochs.csv`` written by :func:`write_epochs_csv` (in its order).
+    """The runs of an ``epochs.csv`` written by :func:`write_epochs_csv` (in its order), each with its environment
+    (None where the file has none: a run that recorded none, or a file written before the column).
 
     Raises:
         RunFileError: not such a file (columns), a config that is not JSON, a value that is not a number.
     """
     path = Path(path)
     runs: OrderedDict[str, Tuple[Dict, Dict, List[str]]] = OrderedDict()
+    environments: Dict[str, Optional[Dict[str, Any]]] = {}
     try:
         text = read_text(path, lambda why: RunFileError(f'{path}: not an epochs.csv of `pkmixer report` ({why})'),
                          limit=None)
@@ -115,9 +138,13 @@ def read_epochs_csv(path: PathLike) -> List[Run]:
             args, epoch, metrics = _epochs_line(path, reader.line_num, line, first)
             if first:
                 runs[line['run']] = (args, {}, [p for p in (line['read_problems'] or '').split(' | ') if p])
+                environments[line['run']] = _environment(f'{path}, line {reader.line_num}', line)
             if epoch is not None:
                 runs[line['run']][1][epoch] = metrics
     except csv.Error as e:
         raise RunFileError(f'{path}: not an epochs.csv of `pkmixer report` ({type(e).__name__})') from None
-    return [make_run(name, args, epochs, problems) for name, (args, epochs, problems) in runs.items()]
+    out = [make_run(name, args, epochs, problems) for name, (args, epochs, problems) in runs.items()]
+    for run in out:
+        run.environment = environments[run.name]
+    return out
 

@@ -237,6 +237,7 @@ class Run:
     problems: List[str] = field(default_factory=list)   # why it is not a measurement
     read_problems: List[str] = field(default_factory=list)  # the summary.csv's own faults (kept in epochs.csv)
     swept: Optional[str] = None             # the experiment its sweep named (`pkmixer sweep`), if launched from one
+    environment: Optional[Dict[str, Any]] = None  # what made it (its pkmixer_env.json: runs/provenance.py), if recorded
 
     @property
     def model(self) -> str:

@@ -12,6 +12,7 @@ import argparse
 import ast
 import contextlib
 import importlib.util
+import logging
 import os
 import sys
 from dataclasses import dataclass, field
@@ -34,9 +35,10 @@ from .env import env_int
 
 __all__ = ['TRAIN_PY_ENV', 'TrainArgumentError', 'TrainPyError', 'find_train_py', 'missing_train_py_message',
            'load_train_py', 'train_py_arguments', 'format_train_args', 'LaunchArgumentError', 'ModelInfo', 'TrainPlan',
-           'prepare_train', 'run_train']
+           'prepare_train', 'run_folder', 'run_train']
 
 TRAIN_PY_ENV = 'TIMM_TRAIN_PY'
+_logger = logging.getLogger(__name__)
 
 
 def missing_train_py_message(how: str = 'pass its path as train_py') -> str:
@@ -499,16 +501,74 @@ def _data_source(args: argparse.Namespace, options: Dict[str, List[str]]) -> Opt
     return data_source(getattr(args, 'dataset', ''), root, bool(getattr(args, 'dataset_download', False)), splits)
 
 
+def run_folder(args: argparse.Namespace) -> Optional[Path]:
+    """The run folder train.py writes into for `args` (``--output`` / ``--experiment``, train.py's default output
+    ``./output/train``), or None when train.py names it itself (no ``--experiment``: a time stamp)."""
+    experiment = getattr(args, 'experiment', None)
+    if not experiment:
+        return None
+    return Path(getattr(args, 'output', None) or './output/train') / str(experiment)
+
+
+def _new_run_folder(args: argparse.Namespace, since: float) -> Optional[Path]:
+    """The one folder under train.py's output that got an args.yaml since `since` (train.py named it), else None."""
+    base = Path(getattr(args, 'output', None) or './output/train')
+    try:
+        found = [d for d in base.iterdir()
+                 if (d / 'args.yaml').is_file() and (d / 'args.yaml').stat().st_mtime >= since]
+    except OSError:
+        return None
+    return found[0] if len(found) == 1 else None
+
+
+def _epochs_there(folder: Optional[Path]) -> int:
+    """The epochs a run folder's summary.csv holds (0: none, or no folder)."""
+    from ..runs.run_folder import SUMMARY_CSV, RunFileError, read_summary
+    try:
+        return len(read_summary(folder / SUMMARY_CSV).epochs) if folder and (folder / SUMMARY_CSV).is_file() else 0
+    except (RunFileError, OSError):
+        return 0
+
+
+def _record(plan: TrainPlan, folder: Optional[Path], started: str, earlier: int) -> None:
+    """What this run trains with, into its folder's pkmixer_env.json (rank 0 only; `earlier`: the epochs the folder
+    held before this start); a folder that cannot be written is logged, and the training goes on."""
+    from ..runs.provenance import record_provenance
+    from .provenance import collect_environment
+    if folder is None or env_int('RANK', 0) != 0:
+        return
+    try:
+        environment = collect_environment(Path(plan.argv[0]), getattr(plan.args, 'device', None), plan.world_size,
+                                          started)
+        record_provenance(folder, environment, earlier)
+    except OSError as e:
+        _logger.warning(f'{folder}: what made the run (pkmixer_env.json) is not recorded ({e.strerror or e})')
+
+
 def run_train(plan: TrainPlan) -> None:
     """Run train.py's ``main()`` with its ``sys.argv`` and the plan's CPU threads; its exceptions propagate
     unchanged. With ``log_wandb``, the recipe's W&B group (its ``# wandb group:`` line, read by
     :func:`~timm_pkmixer.sweeps.recipes.read_recipe_comments`; train.py has no group argument) goes to W&B as
-    ``WANDB_RUN_GROUP`` unless that is set."""
+    ``WANDB_RUN_GROUP`` unless that is set.
+
+    What the run trains with (:mod:`timm_pkmixer.training.provenance`) goes into its run folder's
+    ``pkmixer_env.json`` (:mod:`timm_pkmixer.runs.provenance`) from rank 0: before train.py starts, and again
+    when it ends (the flags as train.py set them: it allows TF32 on CUDA); a resumed run adds its own start."""
+    import time
+    from datetime import datetime, timezone
+
     from .threads import set_threads
     if plan.threads is not None:
         set_threads(plan.threads)
     group = read_recipe_comments(plan.argv[2]).wandb_group if getattr(plan.args, 'log_wandb', False) else None
     if group and 'WANDB_RUN_GROUP' not in os.environ:
         os.environ['WANDB_RUN_GROUP'] = group
-    with _argv(plan.argv):
-        plan.module.main()
+    started, since = datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%fZ'), time.time() - 1
+    folder = run_folder(plan.args)
+    earlier = _epochs_there(folder)
+    _record(plan, folder, started, earlier)  # before train.py starts: a run that fails is recorded too
+    try:
+        with _argv(plan.argv):
+            plan.module.main()
+    finally:
+        _record(plan, folder if folder is not None else _new_run_folder(plan.args, since), started, earlier)

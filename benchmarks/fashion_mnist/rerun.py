@@ -1,0 +1,273 @@
+"""Rerun one seed of a committed experiment and compare it with the committed runs.
+
+    python benchmarks/fashion_mnist/rerun.py benchmarks/fashion_mnist/fig2d --seed 0 --data-dir data/fmnist \\
+        --train-py PATH/train.py [--work-dir W] [--epochs-check N] [--parallel K] [-- train.py arguments]
+
+From the experiment's committed ``epochs.csv`` (every run's configuration is there) it rebuilds the recipe of each
+arm's run of seed S (an arm: the committed runs equal in every argument but the seed), with ``data_dir`` set to
+``--data-dir``, runs each with ``pkmixer launch ARM_DIR --workers 1 --threads 1`` (train.py arguments after ``--``;
+default ``--workers 1``, the data-loading workers the committed CPU experiments used) and compares each rerun with
+the committed run of that seed, epoch by epoch:
+
+* **exact**: every epoch compared has the committed ``eval_top1``, ``eval_loss`` and ``train_loss`` to the printed
+  digits (the values as train.py wrote them). Expected where the arithmetic is the same: the same code, torch,
+  device kind and thread count (the ``env`` column compares what made the committed run, when it recorded it, with
+  what made the rerun);
+* else **within spread** or **OUTSIDE spread**: whether the rerun's error (100 − ``eval_top1``) at the last epoch
+  compared lies within the committed arm's range over its seeds (min–max) at that epoch.
+
+``--epochs-check N`` compares the first N epochs only: each rerun is stopped after its N-th epoch (train.py keeps
+the committed schedule, so those epochs are the committed run's first N, not a shorter run's). The table is printed
+and written to ``W/rerun.csv``; the exit status is 1 when a rerun lies outside the committed spread (or did not
+reach the epochs compared), 0 otherwise. A work folder is reused: an arm whose run already has the epochs compared is
+not run again.
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import yaml
+
+from timm_pkmixer.markdown import markdown_table
+from timm_pkmixer.runs.epochs_csv import read_epochs_csv
+from timm_pkmixer.runs.provenance import ENVIRONMENT_KEYS, NOT_RECORDED, environment_key, read_provenance
+from timm_pkmixer.runs.run_folder import SUMMARY_CSV, Run, RunFileError, read_run, read_summary
+
+COMPARED = ('eval_top1', 'eval_loss', 'train_loss')  # the per-epoch values an exact rerun repeats
+DEFAULT_TRAIN_ARGS = ('--workers', '1')
+CSV_COLUMNS = ('arm', 'run', 'seed', 'epochs_compared', 'verdict', 'top1_err', 'committed_top1_err', 'spread_min',
+               'spread_max', 'spread_seeds', 'first_differing_epoch', 'max_abs_top1_diff', 'env')
+_STRIP_SEED = ('_seed', '-seed', 'seed')
+
+
+def _canonical(value: Any) -> Any:
+    """Equal configurations, equal text (``4.0`` as ``4``; mappings sorted), as the report groups runs."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def _key(run: Run) -> str:
+    return json.dumps(_canonical(run.identity()), sort_keys=True, default=str)
+
+
+def arm_name(run: Run) -> str:
+    """The run's name without its folder and seed suffix: ``runs/shallow_kron_28_seed0`` → ``shallow_kron_28``."""
+    name = Path(run.name).name
+    for suffix in _STRIP_SEED:
+        head, sep, tail = name.rpartition(suffix)
+        if sep and tail.isdigit():
+            return head or name
+    return name
+
+
+def arms(committed: Sequence[Run]) -> List[List[Run]]:
+    """The committed runs in arms: equal in every argument but the seed (and the seed-tied model arguments)."""
+    groups: OrderedDict[str, List[Run]] = OrderedDict()
+    for run in committed:
+        groups.setdefault(_key(run), []).append(run)
+    return list(groups.values())
+
+
+def recipe(run: Run, data_dir: Path) -> Dict[str, Any]:
+    """The committed run's train.py configuration as a recipe, reading its data from `data_dir`."""
+    return {**run.args, 'data_dir': str(data_dir.resolve())}
+
+
+def _epochs_done(folder: Path) -> int:
+    try:
+        return len(read_summary(folder / SUMMARY_CSV).epochs) if (folder / SUMMARY_CSV).is_file() else 0
+    except (RunFileError, OSError):
+        return 0
+
+
+def _launch(arm_dir: Path, run_dir: Path, train_py: str, train_args: Sequence[str], stop_after: Optional[int]
+            ) -> subprocess.Popen:
+    log = open(arm_dir / 'launch.out', 'ab')
+    proc = subprocess.Popen([sys.executable, '-m', 'timm_pkmixer', 'launch', str(arm_dir), '--workers', '1',
+                             '--threads', '1', '--train-py', train_py, '--', *train_args],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    log.close()
+    proc.run_dir, proc.stop_after, proc.stopped = run_dir, stop_after, False
+    return proc
+
+
+def run_arms(jobs: List[Tuple[Path, Path, int]], train_py: str, train_args: Sequence[str], epochs_check: Optional[int],
+             parallel: int = 1, poll: float = 1.) -> List[str]:
+    """Launch each (arm folder, run folder, epochs wanted) whose run lacks those epochs, `parallel` at a time; a
+    launch is stopped (SIGTERM: pkmixer launch stops its run as Ctrl-C does) once its run has the `epochs_check`
+    epochs. Returns what went wrong, one line per arm ('' when nothing)."""
+    todo = [(a, r, n) for a, r, n in jobs if _epochs_done(r) < n]
+    running: List[subprocess.Popen] = []
+    problems: List[str] = []
+    while todo or running:
+        while todo and len(running) < parallel:
+            arm_dir, run_dir, _ = todo.pop(0)
+            print(f'[rerun] launching {arm_dir.name} (log {arm_dir / "launch.out"})', flush=True)
+            running.append(_launch(arm_dir, run_dir, train_py, train_args, epochs_check))
+        time.sleep(poll)
+        for proc in list(running):
+            if proc.stop_after and not proc.stopped and _epochs_done(proc.run_dir) >= proc.stop_after:
+                proc.send_signal(signal.SIGTERM)
+                proc.stopped = True
+            if proc.poll() is None:
+                continue
+            running.remove(proc)
+            if proc.returncode and not proc.stopped:
+                problems.append(f'{proc.run_dir.parent.parent.name}: pkmixer launch exited {proc.returncode} '
+                                f'(see {proc.run_dir.parent.parent / "launch.out"})')
+    return problems
+
+
+def _err(run: Run, epoch: int) -> float:
+    return 100. - run.epochs[epoch]['eval_top1']
+
+
+def _env_words(committed: Optional[Dict[str, Any]], rerun: Optional[Dict[str, Any]]) -> str:
+    """'same', 'differs: torch, device' or 'not recorded' (the committed run's, or the rerun's)."""
+    if not committed or not rerun:
+        return f'{NOT_RECORDED} ({"committed" if not committed else "rerun"})'
+    a, b = environment_key(committed)[0], environment_key(rerun)[0]
+    differ = [k for k, x, y in zip(ENVIRONMENT_KEYS, a, b) if x != y]
+    return 'same' if not differ else 'differs: ' + ', '.join(differ)
+
+
+def compare(committed_run: Run, arm: Sequence[Run], rerun: Optional[Run], epochs_check: Optional[int]
+            ) -> Dict[str, Any]:
+    """One row of the table: the rerun against the committed run of its seed and its arm's spread."""
+    wanted = sorted(committed_run.epochs)
+    if epochs_check:
+        wanted = wanted[:epochs_check]
+    row: Dict[str, Any] = dict(arm=arm_name(committed_run), run=committed_run.name, seed=committed_run.seed,
+                               epochs_compared=len(wanted), spread_seeds=' '.join(str(r.seed) for r in arm))
+    missing = [e for e in wanted if rerun is None or e not in rerun.epochs]
+    if not wanted or missing:
+        row.update(verdict='incomplete', env='')
+        row['note'] = f'no rerun epoch {missing[0]}' if missing else 'no committed epoch'
+        return row
+    last = wanted[-1]
+    diffs = [e for e in wanted if any(committed_run.epochs[e].get(k) != rerun.epochs[e].get(k) for k in COMPARED
+                                      if k in committed_run.epochs[e] or k in rerun.epochs[e])]
+    spread = [_err(r, last) for r in arm if last in r.epochs and 'eval_top1' in r.epochs[last]]
+    err = _err(rerun, last)
+    lo, hi = min(spread), max(spread)
+    verdict = 'exact' if not diffs else 'within spread' if lo <= err <= hi else 'OUTSIDE spread'
+    row.update(verdict=verdict, top1_err=err, committed_top1_err=_err(committed_run, last), spread_min=lo,
+               spread_max=hi, first_differing_epoch=diffs[0] if diffs else '',
+               max_abs_top1_diff=max(abs(committed_run.epochs[e]['eval_top1'] - rerun.epochs[e]['eval_top1'])
+                                     for e in wanted),
+               env=_env_words(committed_run.environment, rerun.environment))
+    return row
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return '' if math.isnan(value) else f'{value:.4g}'
+    return str(value)
+
+
+def rerun(experiment: Path, seed: int, data_dir: Path, train_py: str, work_dir: Path,
+          epochs_check: Optional[int] = None, train_args: Sequence[str] = DEFAULT_TRAIN_ARGS, parallel: int = 1
+          ) -> Tuple[List[Dict[str, Any]], List[str]]:
+    """Rebuild, run and compare seed `seed` of each arm of `experiment` (see the module docstring): (the rows,
+    problems that are not a comparison: arms without the seed, launches that failed, configurations that differ)."""
+    committed = read_epochs_csv(experiment / 'epochs.csv')
+    problems: List[str] = []
+    chosen: List[Tuple[Run, List[Run], Path, Path]] = []
+    for arm in arms(committed):
+        of_seed = [r for r in arm if r.seed == seed]
+        if not of_seed:
+            problems.append(f'{arm_name(arm[0])}: no committed run of seed {seed} (seeds '
+                            f'{" ".join(str(r.seed) for r in arm)})')
+            continue
+        run = of_seed[0]
+        name = Path(run.name).name
+        arm_dir = work_dir / arm_name(run)
+        arm_dir.mkdir(parents=True, exist_ok=True)
+        text = yaml.safe_dump(recipe(run, data_dir), sort_keys=True)
+        path = arm_dir / f'{name}.yaml'
+        if not path.is_file() or path.read_text(encoding='utf-8') != text:
+            path.write_text(text, encoding='utf-8')
+        chosen.append((run, arm, arm_dir, arm_dir / 'runs' / name))
+    if not chosen:
+        raise SystemExit(f'rerun: no committed run of seed {seed} in {experiment / "epochs.csv"}')
+    jobs = [(a, r, min(epochs_check or len(c.epochs), len(c.epochs))) for c, _, a, r in chosen]
+    problems += run_arms(jobs, train_py, train_args, epochs_check, parallel)
+    rows = []
+    for run, arm, _, run_dir in chosen:
+        again = None
+        if (run_dir / 'args.yaml').is_file():
+            again = read_run(run_dir)
+            try:
+                again.environment = read_provenance(run_dir)
+            except RunFileError as e:
+                problems.append(str(e))
+            differ = sorted(k for k in set(run.identity()) | set(again.identity()) if k != 'data_dir'
+                            and _canonical(run.identity().get(k)) != _canonical(again.identity().get(k)))
+            if differ:
+                problems.append(f'{run.name}: the rerun\'s train.py configuration differs from the committed one on '
+                                f'{", ".join(differ)}')
+        rows.append(compare(run, arm, again, epochs_check))
+    return rows, problems
+
+
+def write_csv(rows: Sequence[Dict[str, Any]], path: Path) -> None:
+    with open(path, 'w', newline='', encoding='utf-8') as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, extrasaction='ignore')
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: repr(v) if isinstance(v, float) else v for k, v in row.items()})
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    train_args = DEFAULT_TRAIN_ARGS
+    if '--' in argv:
+        i = argv.index('--')
+        argv, train_args = argv[:i], tuple(argv[i + 1:])
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument('experiment', type=Path, help='a committed experiment folder (holding epochs.csv)')
+    p.add_argument('--seed', type=int, required=True, help='the seed whose runs are rerun, one per arm')
+    p.add_argument('--data-dir', type=Path, required=True, help="the runs' data (e.g. data/fmnist)")
+    p.add_argument('--train-py', default=os.environ.get('TIMM_TRAIN_PY'), help="timm's train.py ($TIMM_TRAIN_PY)")
+    p.add_argument('--work-dir', type=Path, default=None,
+                   help='where the recipes and runs go (default ./rerun-<experiment>-seed<S>); reused')
+    p.add_argument('--epochs-check', type=int, default=None,
+                   help='compare the first N epochs only (each rerun is stopped after its N-th)')
+    p.add_argument('--parallel', type=int, default=1, help='arms run at once (default 1, one thread each)')
+    args = p.parse_args(argv)
+    if not args.train_py:
+        p.error('--train-py (or $TIMM_TRAIN_PY) is required')
+    if args.epochs_check is not None and args.epochs_check < 1:
+        p.error('--epochs-check must be a positive number of epochs')
+    work = args.work_dir or Path(f'rerun-{args.experiment.resolve().name}-seed{args.seed}')
+    work.mkdir(parents=True, exist_ok=True)
+    rows, problems = rerun(args.experiment, args.seed, args.data_dir, args.train_py, work, args.epochs_check,
+                           train_args, args.parallel)
+    shown = ('arm', 'seed', 'epochs_compared', 'verdict', 'top1_err', 'committed_top1_err', 'spread_min',
+             'spread_max', 'first_differing_epoch', 'max_abs_top1_diff', 'env')
+    print(markdown_table(shown, ([_fmt(r.get(c, '')) for c in shown] for r in rows)))
+    for line in problems:
+        print(f'[rerun] {line}')
+    write_csv(rows, work / 'rerun.csv')
+    print(f'[rerun] written {work / "rerun.csv"}')
+    bad = [r for r in rows if r['verdict'] in ('OUTSIDE spread', 'incomplete')]
+    return 1 if bad else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
