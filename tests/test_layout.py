@@ -367,3 +367,13 @@ def test_no_folder_holds_more_than_one_rooms_worth():
     assert {'.', 'data', 'runs', 'sweeps', 'training', 'reports', 'launch'} <= set(sizes)
     too_big = {k: v for k, v in sizes.items() if k != 'cli' and (v[0] > MAX_MODULES or v[1] > MAX_LINES)}
     assert too_big == {}
+
+
+MAX_RESULT_FILES = 8  # a results folder past this is several experiments, or one experiment's parts unsorted
+
+
+def test_no_results_folder_holds_more_than_8_files():
+    root = PACKAGE.parent / 'benchmarks'
+    crowded = {d.relative_to(root).as_posix(): n for d in [root, *root.rglob('*')] if d.is_dir()
+               and (n := sum(1 for f in d.iterdir() if f.is_file())) > MAX_RESULT_FILES}
+    assert crowded == {}
