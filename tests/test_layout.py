@@ -377,3 +377,13 @@ def test_no_results_folder_holds_more_than_8_files():
     crowded = {d.relative_to(root).as_posix(): n for d in [root, *root.rglob('*')] if d.is_dir()
                and (n := sum(1 for f in d.iterdir() if f.is_file())) > MAX_RESULT_FILES}
     assert crowded == {}
+
+
+def test_every_folder_says_its_one_job():
+    """Each package folder's ``__init__.py`` opens with a docstring of at least one sentence: what the folder does."""
+    silent = []
+    for init in sorted(PACKAGE.rglob('__init__.py')):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding='utf-8'))) or ''
+        if len(doc.split()) < 6 or '.' not in doc:
+            silent.append(init.parent.relative_to(PACKAGE.parent).as_posix())
+    assert silent == []
