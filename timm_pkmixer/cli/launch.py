@@ -4,6 +4,7 @@ unfinished ones and reuses the first launch's train.py arguments."""
 import argparse
 import contextlib
 import dataclasses
+import difflib
 import os
 import signal
 import subprocess
@@ -116,9 +117,24 @@ def _skipped(result: Any) -> str:
     return f' (skipped: {skipped}{"; " + "; ".join(hints) if hints else ""})' if skipped else ''
 
 
+def probable_launcher_flags(rest: List[str], launcher_flags: List[str]) -> List[str]:
+    """The flags among train.py's arguments `rest` that look like a misspelt flag of `pkmixer launch` (a prefix of
+    one, or close to one), each said with the flag it probably is."""
+    out = []
+    long_flags = [f for f in launcher_flags if f.startswith('--') and f not in ('--help',)]
+    for arg in rest:
+        flag = arg.split('=', 1)[0]
+        if not flag.startswith('--') or flag in long_flags or flag == '--':
+            continue
+        close = [f for f in long_flags if f.startswith(flag)] or difflib.get_close_matches(flag, long_flags, 1, 0.8)
+        if close:
+            out.append(f'{flag} (probably {close[0]}, a flag of pkmixer launch)')
+    return out
+
+
 def _launch(args: argparse.Namespace, executor: Any, rest: List[str]) -> Any:
     from ..errors import InvalidArgumentError
-    from ..launch.errors import TrainArgsChangedError
+    from ..launch.errors import TrainArgsChangedError, TrainArgsRefusedError
     from ..launch.launcher import launch
     try:
         with in_flag_terms(args, 'executor', *_executor_options()):
@@ -127,6 +143,12 @@ def _launch(args: argparse.Namespace, executor: Any, rest: List[str]) -> Any:
                           rerun_stale=args.rerun_stale)
     except TrainArgsChangedError as e:
         raise InvalidArgumentError(e.explain('--new-train-args')) from None
+    except TrainArgsRefusedError as e:
+        probable = probable_launcher_flags(rest, args.launcher_flags)
+        if not probable:
+            raise
+        raise TrainArgsRefusedError(f'{e}. Every argument pkmixer launch does not know goes to train.py: '
+                                    f'{"; ".join(probable)}? Nothing was recorded or started') from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -195,3 +217,4 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     for name, entry in _executor_options().items():
         p.add_argument(_flag(name), dest=name, default=argparse.SUPPRESS,
                        **{**entry['kwargs'], 'help': f'[{"/".join(entry["executors"])}] {entry["kwargs"]["help"]}'})
+    p.set_defaults(launcher_flags=sorted(p._option_string_actions))

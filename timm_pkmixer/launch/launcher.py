@@ -31,7 +31,7 @@ from .executors import stopped_reason
 from .liveness import same_process
 from .lock import acquire_lock, holder_alive, read_lock, release_lock, update_lock
 from .ownership import move_aside
-from .records import launch_state_dir, read_record, read_train_args, settle_train_args
+from .records import launch_state_dir, read_record, read_train_args, record_train_args, settle_train_args
 from .tasks import Task, default_run_dir, find_recipes, log_tail, plan_tasks, run_progress
 
 __all__ = ['RunStatus', 'run_status', 'read_status', 'read_launch_train_args', 'LaunchResult', 'launch']
@@ -135,10 +135,12 @@ def read_launch_train_args(folder: Path) -> Optional[List[str]]:
 @dataclass
 class LaunchResult:
     """What a launch did: the runs it `started`, those it `skipped` (finished; stale — finished, and its recipe or
-    the train.py arguments changed since — without rerun_stale; failed without retry_failed; still running or
-    queued by an earlier launch whose job or process lives), the stale run folders it `moved` aside to rerun, the
-    `train_args` every run got (`reused`: the recorded ones, none being given), the batch `job` (SLURM's id) and,
-    when it waited, how each started run `ended`."""
+    the train.py arguments changed since — without rerun_stale; failed without retry_failed, unless it failed before
+    its first epoch and its recipe or the train.py arguments changed since; still running or queued by an earlier
+    launch whose job or process lives), the stale run folders it `moved` aside to rerun, the `train_args` every run
+    got (`reused`: the recorded ones, none being given; `args_not_recorded`: new ones with which no run reached its
+    first epoch, so the folder's record kept the earlier ones), the batch `job` (SLURM's id) and, when it waited, how
+    each started run `ended`."""
     started: List[Task]
     skipped: Dict[str, List[str]]
     job: Optional[str] = None
@@ -146,6 +148,7 @@ class LaunchResult:
     moved: List[Tuple[str, Path]] = field(default_factory=list)
     train_args: List[str] = field(default_factory=list)
     reused: bool = False
+    args_not_recorded: bool = False  # no run reached an epoch with train_args: the folder's record was kept
 
     @property
     def ok(self) -> bool:
@@ -166,6 +169,8 @@ def _todo(tasks: Sequence[Task], retry_failed: bool, rerun_stale: bool) -> Tuple
         elif status.changed and rerun_stale and status.state in ('stale', 'unfinished', 'failed'):
             todo.append(task)
             fresh.append(task)
+        elif status.state == 'failed' and status.changed and not status.done:
+            todo.append(task)  # it failed before its first epoch with another recipe or other arguments: retried
         elif status.state in ('finished', 'stale') or (status.state == 'failed' and not retry_failed):
             skipped[status.state].append(task.name)
         else:
@@ -270,12 +275,16 @@ def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py
     acquire_lock(folder, executor.name)
     keep_lock = False
     try:
-        args, reused = settle_train_args(launch_state_dir(folder), list(train_args), new_train_args)
+        state_dir = launch_state_dir(folder)
+        args, reused, to_record = settle_train_args(state_dir, list(train_args), new_train_args)
         if reused:
             _logger.info(f'[pkmixer launch] every run gets the train.py arguments of the earlier launches: '
                          f'{shlex.join(args)}')
         plan = executor.plan()
         tasks = plan_tasks(folder, args, train_py, executor.name, plan['nproc'], plan['threads'])
+        previous = read_train_args(state_dir)
+        if to_record:  # every recipe accepted them (train.py's parser, the data): only now are they the folder's
+            record_train_args(state_dir, args)
         todo, skipped, fresh = _todo(tasks, retry_failed, rerun_stale)
         result = LaunchResult(todo, skipped, train_args=args, reused=reused)
         if not todo:
@@ -286,6 +295,13 @@ def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py
             result.moved.append((task.name, move_aside(Path(task.run_dir))))
             _logger.info(f'[pkmixer launch] {task.name} is stale: its run folder moved aside to {result.moved[-1][1]}')
         keep_lock = _start_and_wait(folder, executor, todo, result, wait, on_end)
+        if to_record and result.ended and all(s.state in ('failed', 'cancelled') and not s.done
+                                              for s in result.ended):
+            record_train_args(state_dir, previous)  # no run got to an epoch with them: not accepted
+            result.args_not_recorded = True
+            _logger.info(f'[pkmixer launch] no run reached its first epoch with the train.py arguments '
+                         f'{shlex.join(args) or "(none)"}: they are not recorded, the folder keeps '
+                         f'{"no recorded arguments" if previous is None else shlex.join(previous) or "(none)"}')
         return result
     finally:
         if not keep_lock:

@@ -23,7 +23,7 @@ from ..errors import CheckpointError, UserInputError
 from ..runs.launch_marker import launch_changes
 from ..runs.run_folder import ARGS_YAML, SUMMARY_CSV, run_state, run_state_with_schedule, schedule_record
 from ..state_files import load_yaml, open_log, read_tail, read_text, yaml_reason
-from .errors import LaunchError, RunFolderTakenError, StateFileError, state_file
+from .errors import LaunchError, RunFolderTakenError, StateFileError, TrainArgsRefusedError, state_file
 from .ownership import claim, mark_start, owner_problem
 from .records import folder_id, launch_state_dir, read_train_args, write_record
 
@@ -155,16 +155,19 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
     `train_args` go to every run; each run gets ``--output`` / ``--experiment`` (its run folder, see
     :func:`default_run_dir`; `train_args` may set them too), ``--train-py`` and, when given, ``--threads``.
     """
-    from ..training.train_py import find_train_py, prepare_train
+    from ..training.train_py import TrainArgumentError, find_train_py, prepare_train
     folder = Path(folder).absolute()
     recipes = find_recipes(folder)
     train_py_path = str(find_train_py(train_py).absolute())
     owner = folder_id(launch_state_dir(folder), create=True)
     tasks, seen = [], {}
+    sources: Dict[Any, List[Path]] = {}
     for i, recipe in enumerate(recipes):
         _logger.info(f'[pkmixer launch] checking recipe {i + 1}/{len(recipes)} ({recipe.name})')
         try:
             plan = prepare_train(str(recipe), list(train_args), train_py_path)
+        except TrainArgumentError as e:
+            raise TrainArgsRefusedError(f'{recipe} is refused: {e}') from None
         except UserInputError as e:
             raise LaunchError(f'{recipe} is refused: {e}') from None
         run_dir = default_run_dir(recipe, plan.args.output or None, plan.args.experiment or None)
@@ -172,6 +175,8 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
             raise LaunchError(f'{seen[run_dir].name} and {recipe.name} would both run into {run_dir}: give each '
                               f'its own `experiment`')
         seen[run_dir] = recipe
+        if plan.data is not None:
+            sources.setdefault(plan.data, []).append(recipe)
         problem = owner_problem(recipe, run_dir, owner, plan.args.model, getattr(plan.args, 'model_kwargs', None))
         if problem:
             raise RunFolderTakenError(f'{recipe} is refused: {problem}; give it its own `experiment` (or `output`), '
@@ -180,7 +185,38 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
                 '--train-py', train_py_path, *(['--threads', str(threads)] if threads else [])]
         tasks.append(Task(recipe.stem, str(recipe), str(run_dir), tuple(argv), str(launch_state_dir(folder)), executor,
                           nproc, _schedule(vars(plan.args))))
+    for source, users in sources.items():
+        check_data(source, users)
     return tasks
+
+
+def check_data(source: Any, recipes: Sequence[Path]) -> None:
+    """The data `recipes` read (a :class:`~timm_pkmixer.data.datasets.DataSource`), checked once before any run
+    starts: a download done, or a folder that is not there (or holds no class folders) refused with its path and
+    what was expected, as a :class:`LaunchError` naming the recipes."""
+    from ..data.datasets import DataUnavailableError, fetch_data
+    who = recipes[0].name if len(recipes) == 1 else f'{len(recipes)} recipes ({recipes[0].name}, …)'
+    try:
+        fetch_data(source)
+    except DataUnavailableError as e:
+        raise LaunchError(f'the data of {who} cannot be read, so no run is started: {e}') from None
+    if source.kind != 'folder':
+        return
+    root = Path(source.root)
+    for split in source.splits:
+        where = next((root / s for s in _split_names(split) if (root / s).is_dir()), root)
+        if not any(p.is_dir() for p in where.iterdir()):
+            raise LaunchError(f'the data of {who} cannot be read, so no run is started: --data-dir {root}: '
+                              f'{where} holds no class folders (an image folder dataset is DIR/{source.splits[0]}/'
+                              f'<class>/… and DIR/{source.splits[1]}/<class>/…)')
+
+
+def _split_names(split: str) -> Tuple[str, ...]:
+    """The folder names timm's folder dataset looks for a split under (its ``_search_split``), in its order."""
+    from .._timm import EVAL_SPLIT_NAMES, TRAIN_SPLIT_NAMES
+    name = split.split('[')[0]
+    synonyms = TRAIN_SPLIT_NAMES if name in TRAIN_SPLIT_NAMES else EVAL_SPLIT_NAMES if name in EVAL_SPLIT_NAMES else ()
+    return tuple(dict.fromkeys((name, *synonyms)))
 
 
 def _schedule(args: Dict[str, Any]) -> Optional[Dict[str, Any]]:
