@@ -107,8 +107,8 @@ def test_local_two_workers_finish_fail_resume_retry_and_skip(tmp_path, data, cap
     rc, out, _ = _launch(capsys, sweep, '--executor', 'local', '--workers', '2')
     assert rc == 1  # not every run finished
     ends = sorted(line.split('] ', 1)[1].split(' ', 1)[1] for line in out.splitlines() if '/3 ' in line)
-    assert ends[0] == 'a: finished' and ends[1].startswith('b: failed (exit status 1)') and \
-        ends[2] == 'c: unfinished (epoch 1 of 2)'
+    assert ends[0].startswith('a: finished — epoch 0: top1 ') and ends[1].startswith('b: failed (exit status 1)') \
+        and ends[2].startswith('c: unfinished (epoch 1 of 2) — epoch 0: top1 ')  # each run's last epoch
     status = _status(capsys, sweep)
     assert [status[n]['state'] for n in 'abc'] == ['finished', 'failed', 'unfinished']
     assert (status['c']['done'], status['c']['epochs']) == (1, 2)

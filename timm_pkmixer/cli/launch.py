@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import difflib
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -177,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     done = sum(s.state == 'finished' for s in result.ended)
     _say(f'[pkmixer launch] {done} of {len(result.started)} runs finished{where}{skipped}; '
-         f'`pkmixer report {Path(args.dir) / "runs"}` reads them')
+         f'`pkmixer report {shlex.quote(args.dir)}` reads them (into {shlex.quote(args.dir)}/report)')
     return 0 if result.ok else 1
 
 

@@ -18,6 +18,7 @@ reruns failed ones only when asked (``retry_failed``).
 """
 
 import logging
+import re
 import shlex
 import threading
 from dataclasses import asdict, dataclass, field
@@ -25,7 +26,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..runs.launch_marker import launch_changes
-from ..runs.run_folder import RunFileError
+from ..runs.run_folder import RunFileError, last_epoch
+from ..state_files import read_tail
 from .errors import LaunchError, StateFileError
 from .executors import stopped_reason
 from .liveness import same_process
@@ -53,10 +55,17 @@ class RunStatus:
     detail: str = ''
     log: List[str] = field(default_factory=list)   # a failed run's last log lines
     changed: List[str] = field(default_factory=list)
+    resumed_at: List[int] = field(default_factory=list)  # the epochs it was resumed at (train.py's --resume)
+    last: Dict[str, Any] = field(default_factory=dict)   # its last summary row (:class:`.run_folder.LastEpoch`)
+    result: str = ''   # that row in words: 'epoch 1: top1 86.16, eval_loss 0.4120, train_loss 0.3557'
+    at: str = ''       # a running run: where train.py's log says it is ('epoch 1, step 50/390')
 
     def line(self) -> str:
         state = f'unfinished (epoch {self.done} of {self.epochs})' if self.state == 'unfinished' else self.state
         text = f'{self.name}: {state}{f" ({self.detail})" if self.detail else ""}'
+        resumed = f'resumed at epoch {", ".join(map(str, self.resumed_at))}' if self.resumed_at else ''
+        notes = [n for n in (resumed, f'at {self.at}' if self.at else '', self.result) if n]
+        text += f' — {"; ".join(notes)}' if notes else ''
         return '\n'.join([text] + [f'    | {line}' for line in self.log])
 
     def as_dict(self) -> Dict[str, Any]:
@@ -100,12 +109,19 @@ def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> 
     status = RunStatus(name, 'pending', str(run_dir), progress.done, progress.epochs)
     status.changed = _changes(run_dir)  # reads its marker: one that cannot be used is named before any start
     where = f'SLURM job {record["job"]}' if record.get('job') else f'PID {record.get("pid")} on {record.get("host")}'
+    last = last_epoch(run_dir) if progress.state != 'absent' else None
+    if last is not None:
+        status.last, status.result = asdict(last), last.describe()
+    status.resumed_at = sorted(set(last.resumed_at if last else ()) |
+                               set(record.get('resumed') or [] if progress.state != 'absent' else []))
     if progress.state == 'finished':
         status.state = 'stale' if status.changed else 'finished'
         if status.changed:
             status.detail = f'changed since it ran: {", ".join(status.changed)}'
     elif _may_be_held(record) and holder_alive(record):
         status.state, status.detail = _held(record, where)
+        if status.state == 'running':
+            status.at = _train_step(Path(state_dir) / 'logs' / f'{name}.log')
     elif record.get('state') == 'failed':
         status.state, status.detail = 'failed', record.get('reason') or f'exit status {record.get("returncode")}'
         status.log = log_tail(Path(state_dir) / 'logs' / f'{name}.log')
@@ -117,6 +133,23 @@ def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> 
             status.detail = (f'changed since it started: {", ".join(status.changed)}; a relaunch resumes it as it is '
                              f'now')
     return status
+
+
+_TRAIN_LINE = re.compile(r'Train: (\d+) \[\s*(\d+)/(\d+)')  # train.py's log line of a training step
+
+
+def _train_step(log: Path) -> str:
+    """Where a running run is, from the last training line train.py logged (``Train: 1 [  50/390 ( 13%)] …``):
+    'epoch 1, step 50/390' ('' before its first)."""
+    try:
+        text = read_tail(log, lambda why: StateFileError(f'{log}: {why}'), 16384) or ''
+    except StateFileError:
+        return ''
+    matches = _TRAIN_LINE.findall(text)
+    if not matches:
+        return ''
+    epoch, step, steps = matches[-1]
+    return f'epoch {epoch}, step {step}/{steps}'
 
 
 def read_status(folder: Path) -> List[RunStatus]:
@@ -199,7 +232,9 @@ class _StartWatcher:
                 if record.get('state') == 'running':
                     self.seen.add(task.name)
                     where = (f'SLURM job {record["job"]}' if record.get('job') else f'PID {record.get("pid")}')
-                    _logger.info(f'[pkmixer launch] started {task.name} ({where}; log {_log_path(task)})')
+                    what = (f'resuming {task.name} from epoch {record["resumed"][-1]}' if record.get('resumed')
+                            else f'started {task.name}')
+                    _logger.info(f'[pkmixer launch] {what} ({where}; log {_log_path(task)})')
 
     def close(self) -> None:
         self.stop.set()

@@ -21,7 +21,8 @@ STATE_DIR = 'launch'
 _N = type(None)
 _RECORD_SHAPE = dict(state=(str,), pid=(int, _N), host=(str, _N), job=(str, _N), executor=(str, _N),
                      run_dir=(str,), recipe=(str,), returncode=(int, _N), time=(int, float), pid_start=(int, _N),
-                     boot_id=(str, _N), digest=(str, _N), schedule=(dict, _N), reason=(str, _N))
+                     boot_id=(str, _N), digest=(str, _N), schedule=(dict, _N), reason=(str, _N),
+                     resumed=(list, _N))
 _PATH_KEYS = ('run_dir', 'recipe')
 
 

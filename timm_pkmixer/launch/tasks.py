@@ -25,7 +25,7 @@ from ..runs.run_folder import ARGS_YAML, SUMMARY_CSV, run_state, run_state_with_
 from ..state_files import load_yaml, open_log, read_tail, read_text, yaml_reason
 from .errors import LaunchError, RunFolderTakenError, StateFileError, TrainArgsRefusedError, state_file
 from .ownership import claim, mark_start, owner_problem
-from .records import folder_id, launch_state_dir, read_train_args, write_record
+from .records import folder_id, launch_state_dir, read_record, read_train_args, write_record
 
 __all__ = ['STATES', 'LOG_TAIL', 'Progress', 'run_progress', 'find_recipes', 'default_run_dir', 'log_tail', 'Task',
            'plan_tasks', 'execute']
@@ -295,6 +295,8 @@ def execute(task: Task, env: Optional[Mapping[str, str]] = None, job: Optional[s
             f'corrupt), so the run cannot resume from it; move it away to restart the run from its first epoch, or '
             f'put back a whole copy'), job)
     header = _header(task, progress, resume, job)
+    earlier = read_record(state_dir, task.name).get('resumed') or []
+    resumed = [*earlier, progress.done] if resume else []  # the epochs this run was resumed at
     digest = mark_start(Path(task.recipe), run_dir, read_train_args(state_dir) or [])
     with _log(task) as log:
         log.write(header)
@@ -303,7 +305,7 @@ def execute(task: Task, env: Optional[Mapping[str, str]] = None, job: Optional[s
                                 stdin=subprocess.DEVNULL, env=dict(os.environ, **(env or {})), preexec_fn=_preexec())
         write_record(state_dir, task.name, state='running', pid=proc.pid, host=socket.gethostname(), job=job,
                      executor=task.executor, run_dir=task.run_dir, recipe=task.recipe, returncode=None, reason=None,
-                     digest=digest, schedule=task.schedule)
+                     digest=digest, schedule=task.schedule, resumed=resumed)
         if on_start:
             on_start(proc)
         returncode = proc.wait()
