@@ -86,21 +86,38 @@ def _argv(args: argparse.Namespace, rest: List[str]) -> List[str]:
 
 def _background(args: argparse.Namespace, argv: List[str]) -> int:
     """`--no-wait` for an executor whose runs end with their launcher: the launch goes on in a background
-    process (its output in DIR/launch/launcher.log); return once it holds the folder's lock."""
+    process (its output in DIR/launch/launcher.log); return once it holds the folder's lock and has checked every
+    recipe (the lock says ``planned``), or with its refusal (its exit status and last line) if it ends first."""
+    from ..errors import UserInputError
+    from ..launch.errors import state_file
     from ..launch.lock import read_lock
     from ..launch.records import STATE_DIR
+    from ..state_files import open_log, read_tail
     log_path = Path(args.dir) / STATE_DIR / 'launcher.log'
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, 'a', encoding='utf-8') as log:
+    problem = state_file(log_path, "the background launcher's log", 'remove it if no launch of the folder is running')
+    with open_log(log_path, problem) as log:
+        start = log.tell()
         proc = subprocess.Popen([sys.executable, '-m', 'timm_pkmixer', *argv], stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
                                 env=dict(os.environ, **{_BACKGROUND_ENV: '1'}))
-    while proc.poll() is None and read_lock(Path(args.dir)).get('pid') != proc.pid:
+
+    def planned() -> bool:
+        try:
+            lock = read_lock(Path(args.dir))
+        except UserInputError:
+            return False
+        return lock.get('pid') == proc.pid and bool(lock.get('planned'))
+    while proc.poll() is None and not planned():
         time.sleep(0.2)
-    if proc.poll() is not None and proc.returncode:
-        lines = log_path.read_text(encoding='utf-8').strip().splitlines()
-        print(lines[-1] if lines else f'{args.prog}: the background launch failed', file=sys.stderr)
-        return proc.returncode
+    if proc.poll() is not None:
+        lines = (read_tail(log_path, problem, max(0, log_path.stat().st_size - start)) or '').strip().splitlines()
+        if proc.returncode:
+            print(lines[-1] if lines else f'{args.prog}: the background launch failed (exit status '
+                                          f'{proc.returncode}; log {log_path})', file=sys.stderr)
+            return proc.returncode
+        for line in [line for line in lines if line.startswith('[pkmixer launch] ') and ' checking ' not in line]:
+            print(line)  # it ended at once: nothing to launch
+        return 0
     print(f'[pkmixer launch] launching in the background (PID {proc.pid}, log {log_path}); '
           f'`pkmixer status {args.dir}` follows it')
     return 0

@@ -25,16 +25,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
+import yaml
+
 from ..runs.launch_marker import launch_changes
 from ..runs.run_folder import RunFileError, last_epoch
-from ..state_files import read_tail
-from .errors import LaunchError, StateFileError
+from ..state_files import load_yaml, read_tail, read_text
+from .errors import LaunchError, RunFolderTakenError, StateFileError
 from .executors import stopped_reason
 from .liveness import same_process
 from .lock import acquire_lock, holder_alive, read_lock, release_lock, update_lock
-from .ownership import move_aside
-from .records import launch_state_dir, read_record, read_train_args, record_train_args, settle_train_args
-from .tasks import Task, default_run_dir, find_recipes, log_tail, plan_tasks, run_progress
+from .ownership import move_aside, owner_problem
+from .records import folder_id, launch_state_dir, read_record, read_train_args, record_train_args, settle_train_args
+from .tasks import Task, find_recipes, log_tail, plan_tasks, planned_run_dir, run_progress
 
 __all__ = ['RunStatus', 'run_status', 'read_status', 'read_launch_train_args', 'LaunchResult', 'launch']
 
@@ -104,7 +106,7 @@ def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> 
     started)."""
     name = Path(recipe).stem
     record = read_record(state_dir, name)
-    run_dir = Path(run_dir or record.get('run_dir') or default_run_dir(recipe))
+    run_dir = Path(run_dir or record.get('run_dir') or planned_run_dir(recipe, read_train_args(state_dir) or []))
     progress = run_progress(run_dir, record.get('schedule'))
     status = RunStatus(name, 'pending', str(run_dir), progress.done, progress.epochs)
     status.changed = _changes(run_dir)  # reads its marker: one that cannot be used is named before any start
@@ -138,11 +140,11 @@ def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> 
 _TRAIN_LINE = re.compile(r'Train: (\d+) \[\s*(\d+)/(\d+)')  # train.py's log line of a training step
 
 
-def _train_step(log: Path) -> str:
+def _train_step(log_path: Path) -> str:
     """Where a running run is, from the last training line train.py logged (``Train: 1 [  50/390 ( 13%)] …``):
     'epoch 1, step 50/390' ('' before its first)."""
     try:
-        text = read_tail(log, lambda why: StateFileError(f'{log}: {why}'), 16384) or ''
+        text = read_tail(log_path, lambda why: StateFileError(f'{log_path}: {why}'), 16384) or ''
     except StateFileError:
         return ''
     matches = _TRAIN_LINE.findall(text)
@@ -152,9 +154,34 @@ def _train_step(log: Path) -> str:
     return f'epoch {epoch}, step {step}/{steps}'
 
 
+def _check_owner(recipe: Path, status: RunStatus, state_dir: Path) -> None:
+    """A run folder that holds a run, refused as `pkmixer launch` refuses it when it is not this recipe's (another
+    owner in its marker, or no marker and another model's run): status never calls another's run this one's."""
+    train_args = read_train_args(state_dir) or []
+    if status.state == 'pending' and not Path(status.run_dir, 'args.yaml').is_file() or \
+            '--model-kwargs' in train_args:
+        return
+    try:
+        cfg = load_yaml(read_text(recipe, lambda why: LaunchError(f'{recipe} is not a recipe: {why}')) or '') or {}
+    except yaml.YAMLError:
+        return  # find_recipes names it
+    model = next((train_args[i + 1] for i in range(len(train_args) - 2, -1, -1) if train_args[i] == '--model'),
+                 cfg.get('model'))
+    problem = owner_problem(recipe, Path(status.run_dir), folder_id(state_dir) or '', model, cfg.get('model_kwargs'))
+    if problem:
+        raise RunFolderTakenError(f'{recipe} is refused: {problem}; give it its own `experiment` (or `output`), or '
+                                  f'move that run folder away')
+
+
 def read_status(folder: Path) -> List[RunStatus]:
-    """Every recipe's run in `folder`, in recipe order."""
-    return [run_status(recipe, launch_state_dir(folder)) for recipe in find_recipes(folder)]
+    """Every recipe's run in `folder`, in recipe order. A run folder that is another's (as `pkmixer launch` refuses
+    it) is a :class:`RunFolderTakenError`."""
+    state_dir = launch_state_dir(folder)
+    statuses = []
+    for recipe in find_recipes(folder):
+        statuses.append(run_status(recipe, state_dir))
+        _check_owner(recipe, statuses[-1], state_dir)
+    return statuses
 
 
 def read_launch_train_args(folder: Path) -> Optional[List[str]]:
@@ -326,6 +353,7 @@ def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py
             return result
         for task in todo:  # a FIFO or device in place of a run's log is named before anything starts
             log_tail(_log_path(task), 1)
+        update_lock(folder, planned=True)  # every recipe checked: what `--no-wait` waits for before it returns
         for task in fresh:
             result.moved.append((task.name, move_aside(Path(task.run_dir))))
             _logger.info(f'[pkmixer launch] {task.name} is stale: its run folder moved aside to {result.moved[-1][1]}')

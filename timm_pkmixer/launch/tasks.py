@@ -27,7 +27,8 @@ from .errors import LaunchError, RunFolderTakenError, StateFileError, TrainArgsR
 from .ownership import claim, mark_start, owner_problem
 from .records import folder_id, launch_state_dir, read_record, read_train_args, write_record
 
-__all__ = ['STATES', 'LOG_TAIL', 'Progress', 'run_progress', 'find_recipes', 'default_run_dir', 'log_tail', 'Task',
+__all__ = ['STATES', 'LOG_TAIL', 'Progress', 'run_progress', 'find_recipes', 'default_run_dir', 'planned_run_dir',
+           'log_tail', 'Task',
            'plan_tasks', 'execute']
 
 _logger = logging.getLogger(__name__)
@@ -85,9 +86,30 @@ def find_recipes(folder: Path) -> List[Path]:
         raise FileNotFoundError(2, 'no such folder of recipes', str(folder))
     if not folder.is_dir():
         raise NotADirectoryError(20, 'not a folder of recipes (`pkmixer train RECIPE` runs one recipe)', str(folder))
-    recipes = sorted(p for pattern in ('*.yaml', '*.yml') for p in folder.glob(pattern) if p.is_file())
+    found = sorted(p for pattern in ('*.yaml', '*.yml') for p in folder.glob(pattern))
+    for path in found:
+        if path.is_file():
+            continue
+        if path.is_symlink():
+            try:
+                path.resolve(strict=True)
+                why = 'a symlink to something that is not a file'
+            except RuntimeError:
+                why = 'a symlink loop'
+            except OSError:
+                why = f'a symlink to {os.readlink(path)}, which does not exist'
+        else:
+            why = 'a folder' if path.is_dir() else 'not a regular file'
+        raise LaunchError(f'{path} is not a recipe: {why}; remove it or point it at a recipe')
+    recipes = found
     if not recipes:
         raise LaunchError(f'{folder} holds no recipes (*.yaml); write some with `pkmixer sweep … --out-dir {folder}`')
+    stems: Dict[str, Path] = {}
+    for path in recipes:
+        if path.stem in stems:
+            raise LaunchError(f'{stems[path.stem].name} and {path.name} are both recipe {path.stem} (one run, one '
+                              f'record and one log per name): rename or remove one')
+        stems[path.stem] = path
     for path in recipes:
         try:
             cfg = load_yaml(read_text(path, _not_a_recipe(path)) or '')
@@ -112,6 +134,21 @@ def default_run_dir(recipe: Path, output: Optional[str] = None, experiment: Opti
         output = output or cfg.get('output') or str(recipe.parent / 'runs')
         experiment = experiment or cfg.get('experiment') or recipe.stem
     return (Path(output) / str(experiment)).absolute()
+
+
+def planned_run_dir(recipe: Path, train_args: Sequence[str] = ()) -> Path:
+    """Where a recipe's run lands with the launch's `train_args` (their ``--output`` / ``--experiment``, the last
+    given, override the recipe's; see :func:`default_run_dir`)."""
+    given: Dict[str, str] = {}
+    args = list(train_args)
+    for i, arg in enumerate(args):
+        key, sep, value = arg.partition('=')
+        if key in ('--output', '--experiment'):
+            if sep:
+                given[key] = value
+            elif i + 1 < len(args):
+                given[key] = args[i + 1]
+    return default_run_dir(recipe, given.get('--output') or None, given.get('--experiment') or None)
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL) -> List[str]:
