@@ -21,8 +21,12 @@ def run(args: argparse.Namespace) -> int:
     files, skipped = write_report(report, args.out_dir or default_out_dir(args.runs[0]),
                                   figures=not args.no_figures)
     runs = sum(len(p.runs) for p in report.points)
+    resumed = report.resumed()
+    said = (f', {len(resumed)} resumed ({sum(a for _, _, a in resumed)} of them averaged; marked in report.md)'
+            if resumed else '')
     print(f'{report.experiment}: {runs} runs averaged in {len(report.points)} groups, {len(report.listed)} listed '
-          f'(not averaged), {len(report.unreadable)} unreadable folders; wrote {", ".join(str(f) for f in files)}')
+          f'(not averaged){said}, {len(report.unreadable)} unreadable folders; wrote '
+          f'{", ".join(str(f) for f in files)}')
     for name, why in report.unreadable:
         print(f'{args.prog}: cannot read {name}: {why}', file=sys.stderr)
     if skipped:
