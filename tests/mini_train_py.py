@@ -133,11 +133,14 @@ def main():
     loss_fn = torch.nn.CrossEntropyLoss()
     for epoch in range(start_epoch, epochs if args.stop_after_epochs is None else args.stop_after_epochs):
         model.train()
-        for x, y in loaders[True]:
+        steps = len(loaders[True])
+        for i, (x, y) in enumerate(loaders[True]):
             loss = loss_fn(model(x), y)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+            print(f'Train: {epoch} [{i:>4d}/{steps} ({100. * (i + 1) / steps:>3.0f}%)]  Loss: {loss.item():#.3g}',
+                  flush=True)  # train.py's log line of a step
         scheduler.step(epoch + 1)
         model.eval()
         correct = total = 0

@@ -4,7 +4,9 @@ unfinished ones and reuses the first launch's train.py arguments."""
 import argparse
 import contextlib
 import dataclasses
+import difflib
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -84,21 +86,38 @@ def _argv(args: argparse.Namespace, rest: List[str]) -> List[str]:
 
 def _background(args: argparse.Namespace, argv: List[str]) -> int:
     """`--no-wait` for an executor whose runs end with their launcher: the launch goes on in a background
-    process (its output in DIR/launch/launcher.log); return once it holds the folder's lock."""
+    process (its output in DIR/launch/launcher.log); return once it holds the folder's lock and has checked every
+    recipe (the lock says ``planned``), or with its refusal (its exit status and last line) if it ends first."""
+    from ..errors import UserInputError
+    from ..launch.errors import state_file
     from ..launch.lock import read_lock
     from ..launch.records import STATE_DIR
+    from ..state_files import open_log, read_tail
     log_path = Path(args.dir) / STATE_DIR / 'launcher.log'
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, 'a', encoding='utf-8') as log:
+    problem = state_file(log_path, "the background launcher's log", 'remove it if no launch of the folder is running')
+    with open_log(log_path, problem) as log:
+        start = log.tell()
         proc = subprocess.Popen([sys.executable, '-m', 'timm_pkmixer', *argv], stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
                                 env=dict(os.environ, **{_BACKGROUND_ENV: '1'}))
-    while proc.poll() is None and read_lock(Path(args.dir)).get('pid') != proc.pid:
+
+    def planned() -> bool:
+        try:
+            lock = read_lock(Path(args.dir))
+        except UserInputError:
+            return False
+        return lock.get('pid') == proc.pid and bool(lock.get('planned'))
+    while proc.poll() is None and not planned():
         time.sleep(0.2)
-    if proc.poll() is not None and proc.returncode:
-        lines = log_path.read_text(encoding='utf-8').strip().splitlines()
-        print(lines[-1] if lines else f'{args.prog}: the background launch failed', file=sys.stderr)
-        return proc.returncode
+    if proc.poll() is not None:
+        lines = (read_tail(log_path, problem, max(0, log_path.stat().st_size - start)) or '').strip().splitlines()
+        if proc.returncode:
+            print(lines[-1] if lines else f'{args.prog}: the background launch failed (exit status '
+                                          f'{proc.returncode}; log {log_path})', file=sys.stderr)
+            return proc.returncode
+        for line in [line for line in lines if line.startswith('[pkmixer launch] ') and ' checking ' not in line]:
+            print(line)  # it ended at once: nothing to launch
+        return 0
     print(f'[pkmixer launch] launching in the background (PID {proc.pid}, log {log_path}); '
           f'`pkmixer status {args.dir}` follows it')
     return 0
@@ -116,9 +135,24 @@ def _skipped(result: Any) -> str:
     return f' (skipped: {skipped}{"; " + "; ".join(hints) if hints else ""})' if skipped else ''
 
 
+def probable_launcher_flags(rest: List[str], launcher_flags: List[str]) -> List[str]:
+    """The flags among train.py's arguments `rest` that look like a misspelt flag of `pkmixer launch` (a prefix of
+    one, or close to one), each said with the flag it probably is."""
+    out = []
+    long_flags = [f for f in launcher_flags if f.startswith('--') and f not in ('--help',)]
+    for arg in rest:
+        flag = arg.split('=', 1)[0]
+        if not flag.startswith('--') or flag in long_flags or flag == '--':
+            continue
+        close = [f for f in long_flags if f.startswith(flag)] or difflib.get_close_matches(flag, long_flags, 1, 0.8)
+        if close:
+            out.append(f'{flag} (probably {close[0]}, a flag of pkmixer launch)')
+    return out
+
+
 def _launch(args: argparse.Namespace, executor: Any, rest: List[str]) -> Any:
     from ..errors import InvalidArgumentError
-    from ..launch.errors import TrainArgsChangedError
+    from ..launch.errors import TrainArgsChangedError, TrainArgsRefusedError
     from ..launch.launcher import launch
     try:
         with in_flag_terms(args, 'executor', *_executor_options()):
@@ -127,6 +161,12 @@ def _launch(args: argparse.Namespace, executor: Any, rest: List[str]) -> Any:
                           rerun_stale=args.rerun_stale)
     except TrainArgsChangedError as e:
         raise InvalidArgumentError(e.explain('--new-train-args')) from None
+    except TrainArgsRefusedError as e:
+        probable = probable_launcher_flags(rest, args.launcher_flags)
+        if not probable:
+            raise
+        raise TrainArgsRefusedError(f'{e}. Every argument pkmixer launch does not know goes to train.py: '
+                                    f'{"; ".join(probable)}? Nothing was recorded or started') from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -155,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     done = sum(s.state == 'finished' for s in result.ended)
     _say(f'[pkmixer launch] {done} of {len(result.started)} runs finished{where}{skipped}; '
-         f'`pkmixer report {Path(args.dir) / "runs"}` reads them')
+         f'`pkmixer report {shlex.quote(args.dir)}` reads them (into {shlex.quote(args.dir)}/report)')
     return 0 if result.ok else 1
 
 
@@ -195,3 +235,4 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     for name, entry in _executor_options().items():
         p.add_argument(_flag(name), dest=name, default=argparse.SUPPRESS,
                        **{**entry['kwargs'], 'help': f'[{"/".join(entry["executors"])}] {entry["kwargs"]["help"]}'})
+    p.set_defaults(launcher_flags=sorted(p._option_string_actions))

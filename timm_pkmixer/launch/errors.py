@@ -7,7 +7,7 @@ from typing import Callable, List
 from ..errors import UserInputError
 
 __all__ = ['LaunchError', 'LaunchLockedError', 'StateFileError', 'state_file', 'RunFolderTakenError',
-           'TrainArgsChangedError', 'SlurmUnreachableError']
+           'TrainArgsChangedError', 'TrainArgsRefusedError', 'SlurmUnreachableError']
 
 
 class LaunchError(UserInputError, ValueError):
@@ -50,6 +50,11 @@ class TrainArgsChangedError(LaunchError):
                 f'(recorded in {self.path}), and these differ: {"; ".join(self.differences)}. Relaunch with no '
                 f'train.py arguments to reuse them, or with {change} to change them on purpose (finished runs '
                 f'trained with the old ones become stale)')
+
+
+class TrainArgsRefusedError(LaunchError):
+    """train.py's parser refuses the launch's train.py arguments (checked on a recipe before anything is recorded or
+    started)."""
 
 
 class SlurmUnreachableError(LaunchError):

@@ -149,21 +149,28 @@ class LocalExecutor:
     threads: Optional[int] = field(default=None, metadata=dict(
         help='CPU threads per run (default: the idle cores shared among the workers)', type=int))
 
-    def _slots(self) -> List[Dict[str, str]]:
+    def _slot_count(self) -> int:
+        """How many runs at once (checked, never materialised: `workers` or `runs_per_gpu` may be huge)."""
         if self.gpus is None:
             if self.gpus_per_run > 0 or self.runs_per_gpu != 1:
                 raise LaunchError('gpus_per_run and runs_per_gpu place runs on devices: give the devices with gpus')
-            return [{} for _ in range(positive_int('workers', 1 if self.workers is None else self.workers))]
+            return positive_int('workers', 1 if self.workers is None else self.workers)
         devices = parse_gpus(self.gpus)
         per_run = max(1, self.gpus_per_run)
         positive_int('runs_per_gpu', self.runs_per_gpu)
         if len(devices) % per_run:
             raise LaunchError(f'gpus: {len(devices)} devices cannot be split into runs of gpus_per_run={per_run}')
+        count = len(devices) // per_run * self.runs_per_gpu
+        return count if self.workers is None else min(count, positive_int('workers', self.workers))
+
+    def _slots(self, limit: Optional[int] = None) -> List[Dict[str, str]]:
+        """The first `limit` (default: all) places a run can take: {} on the CPU, else its CUDA devices."""
+        n = self._slot_count() if limit is None else min(limit, self._slot_count())
+        if self.gpus is None:
+            return [{} for _ in range(n)]
+        devices, per_run = parse_gpus(self.gpus), max(1, self.gpus_per_run)
         groups = [devices[i:i + per_run] for i in range(0, len(devices), per_run)]
-        slots = [dict(CUDA_VISIBLE_DEVICES=','.join(g)) for g in groups for _ in range(self.runs_per_gpu)]
-        if self.workers is not None:
-            slots = slots[:positive_int('workers', self.workers)]
-        return slots
+        return [dict(CUDA_VISIBLE_DEVICES=','.join(groups[k // self.runs_per_gpu])) for k in range(n)]
 
     def _check_devices(self) -> None:
         """Every device of `gpus` is one of this machine's CUDA devices (torch imported only here)."""
@@ -181,16 +188,16 @@ class LocalExecutor:
     def plan(self) -> Dict[str, Any]:
         """What `plan_tasks` needs: the processes per run and the CPU threads of each."""
         from ..training.threads import choose_threads
-        slots = self._slots()
-        threads, why = choose_threads(self.threads, processes=len(slots) * max(1, self.gpus_per_run))
-        return dict(nproc=max(1, self.gpus_per_run), threads=threads, threads_why=why, slots=len(slots))
+        slots = self._slot_count()
+        threads, why = choose_threads(self.threads, processes=slots * max(1, self.gpus_per_run))
+        return dict(nproc=max(1, self.gpus_per_run), threads=threads, threads_why=why, slots=slots)
 
     def check(self) -> None:
         """Every option's value, then the devices of `gpus` (raises :class:`LaunchError` naming the option)."""
         non_negative_int('gpus_per_run', self.gpus_per_run)
         if self.threads is not None:
             positive_int('threads', self.threads)
-        self._slots()
+        self._slot_count()
         if self.gpus is not None:
             self._check_devices()
 
@@ -198,7 +205,7 @@ class LocalExecutor:
         for task in tasks:  # pending while this launcher lives
             write_record(Path(task.state_dir), task.name, state='queued', pid=os.getpid(), host=socket.gethostname(),
                          job=None, executor=self.name, run_dir=task.run_dir, recipe=task.recipe, returncode=None)
-        return _LocalBatch(tasks, self._slots())
+        return _LocalBatch(tasks, self._slots(limit=len(tasks)))  # no more places than runs
 
     @staticmethod
     def holder_alive(record: Mapping[str, Any]) -> bool:

@@ -18,21 +18,25 @@ reruns failed ones only when asked (``retry_failed``).
 """
 
 import logging
+import re
 import shlex
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
+import yaml
+
 from ..runs.launch_marker import launch_changes
-from ..runs.run_folder import RunFileError
-from .errors import LaunchError, StateFileError
+from ..runs.run_folder import RunFileError, last_epoch
+from ..state_files import load_yaml, read_tail, read_text
+from .errors import LaunchError, RunFolderTakenError, StateFileError
 from .executors import stopped_reason
 from .liveness import same_process
 from .lock import acquire_lock, holder_alive, read_lock, release_lock, update_lock
-from .ownership import move_aside
-from .records import launch_state_dir, read_record, read_train_args, settle_train_args
-from .tasks import Task, default_run_dir, find_recipes, log_tail, plan_tasks, run_progress
+from .ownership import move_aside, owner_problem
+from .records import folder_id, launch_state_dir, read_record, read_train_args, record_train_args, settle_train_args
+from .tasks import Task, find_recipes, log_tail, plan_tasks, planned_run_dir, run_progress
 
 __all__ = ['RunStatus', 'run_status', 'read_status', 'read_launch_train_args', 'LaunchResult', 'launch']
 
@@ -53,10 +57,17 @@ class RunStatus:
     detail: str = ''
     log: List[str] = field(default_factory=list)   # a failed run's last log lines
     changed: List[str] = field(default_factory=list)
+    resumed_at: List[int] = field(default_factory=list)  # the epochs it was resumed at (train.py's --resume)
+    last: Dict[str, Any] = field(default_factory=dict)   # its last summary row (:class:`.run_folder.LastEpoch`)
+    result: str = ''   # that row in words: 'epoch 1: top1 86.16, eval_loss 0.4120, train_loss 0.3557'
+    at: str = ''       # a running run: where train.py's log says it is ('epoch 1, step 50/390')
 
     def line(self) -> str:
         state = f'unfinished (epoch {self.done} of {self.epochs})' if self.state == 'unfinished' else self.state
         text = f'{self.name}: {state}{f" ({self.detail})" if self.detail else ""}'
+        resumed = f'resumed at epoch {", ".join(map(str, self.resumed_at))}' if self.resumed_at else ''
+        notes = [n for n in (resumed, f'at {self.at}' if self.at else '', self.result) if n]
+        text += f' — {"; ".join(notes)}' if notes else ''
         return '\n'.join([text] + [f'    | {line}' for line in self.log])
 
     def as_dict(self) -> Dict[str, Any]:
@@ -95,17 +106,24 @@ def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> 
     started)."""
     name = Path(recipe).stem
     record = read_record(state_dir, name)
-    run_dir = Path(run_dir or record.get('run_dir') or default_run_dir(recipe))
+    run_dir = Path(run_dir or record.get('run_dir') or planned_run_dir(recipe, read_train_args(state_dir) or []))
     progress = run_progress(run_dir, record.get('schedule'))
     status = RunStatus(name, 'pending', str(run_dir), progress.done, progress.epochs)
     status.changed = _changes(run_dir)  # reads its marker: one that cannot be used is named before any start
     where = f'SLURM job {record["job"]}' if record.get('job') else f'PID {record.get("pid")} on {record.get("host")}'
+    last = last_epoch(run_dir) if progress.state != 'absent' else None
+    if last is not None:
+        status.last, status.result = asdict(last), last.describe()
+    status.resumed_at = sorted(set(last.resumed_at if last else ()) |
+                               set(record.get('resumed') or [] if progress.state != 'absent' else []))
     if progress.state == 'finished':
         status.state = 'stale' if status.changed else 'finished'
         if status.changed:
             status.detail = f'changed since it ran: {", ".join(status.changed)}'
     elif _may_be_held(record) and holder_alive(record):
         status.state, status.detail = _held(record, where)
+        if status.state == 'running':
+            status.at = _train_step(Path(state_dir) / 'logs' / f'{name}.log')
     elif record.get('state') == 'failed':
         status.state, status.detail = 'failed', record.get('reason') or f'exit status {record.get("returncode")}'
         status.log = log_tail(Path(state_dir) / 'logs' / f'{name}.log')
@@ -119,9 +137,51 @@ def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> 
     return status
 
 
+_TRAIN_LINE = re.compile(r'Train: (\d+) \[\s*(\d+)/(\d+)')  # train.py's log line of a training step
+
+
+def _train_step(log_path: Path) -> str:
+    """Where a running run is, from the last training line train.py logged (``Train: 1 [  50/390 ( 13%)] …``):
+    'epoch 1, step 50/390' ('' before its first)."""
+    try:
+        text = read_tail(log_path, lambda why: StateFileError(f'{log_path}: {why}'), 16384) or ''
+    except StateFileError:
+        return ''
+    matches = _TRAIN_LINE.findall(text)
+    if not matches:
+        return ''
+    epoch, step, steps = matches[-1]
+    return f'epoch {epoch}, step {step}/{steps}'
+
+
+def _check_owner(recipe: Path, status: RunStatus, state_dir: Path) -> None:
+    """A run folder that holds a run, refused as `pkmixer launch` refuses it when it is not this recipe's (another
+    owner in its marker, or no marker and another model's run): status never calls another's run this one's."""
+    train_args = read_train_args(state_dir) or []
+    if status.state == 'pending' and not Path(status.run_dir, 'args.yaml').is_file() or \
+            '--model-kwargs' in train_args:
+        return
+    try:
+        cfg = load_yaml(read_text(recipe, lambda why: LaunchError(f'{recipe} is not a recipe: {why}')) or '') or {}
+    except yaml.YAMLError:
+        return  # find_recipes names it
+    model = next((train_args[i + 1] for i in range(len(train_args) - 2, -1, -1) if train_args[i] == '--model'),
+                 cfg.get('model'))
+    problem = owner_problem(recipe, Path(status.run_dir), folder_id(state_dir) or '', model, cfg.get('model_kwargs'))
+    if problem:
+        raise RunFolderTakenError(f'{recipe} is refused: {problem}; give it its own `experiment` (or `output`), or '
+                                  f'move that run folder away')
+
+
 def read_status(folder: Path) -> List[RunStatus]:
-    """Every recipe's run in `folder`, in recipe order."""
-    return [run_status(recipe, launch_state_dir(folder)) for recipe in find_recipes(folder)]
+    """Every recipe's run in `folder`, in recipe order. A run folder that is another's (as `pkmixer launch` refuses
+    it) is a :class:`RunFolderTakenError`."""
+    state_dir = launch_state_dir(folder)
+    statuses = []
+    for recipe in find_recipes(folder):
+        statuses.append(run_status(recipe, state_dir))
+        _check_owner(recipe, statuses[-1], state_dir)
+    return statuses
 
 
 def read_launch_train_args(folder: Path) -> Optional[List[str]]:
@@ -135,10 +195,12 @@ def read_launch_train_args(folder: Path) -> Optional[List[str]]:
 @dataclass
 class LaunchResult:
     """What a launch did: the runs it `started`, those it `skipped` (finished; stale — finished, and its recipe or
-    the train.py arguments changed since — without rerun_stale; failed without retry_failed; still running or
-    queued by an earlier launch whose job or process lives), the stale run folders it `moved` aside to rerun, the
-    `train_args` every run got (`reused`: the recorded ones, none being given), the batch `job` (SLURM's id) and,
-    when it waited, how each started run `ended`."""
+    the train.py arguments changed since — without rerun_stale; failed without retry_failed, unless it failed before
+    its first epoch and its recipe or the train.py arguments changed since; still running or queued by an earlier
+    launch whose job or process lives), the stale run folders it `moved` aside to rerun, the `train_args` every run
+    got (`reused`: the recorded ones, none being given; `args_not_recorded`: new ones with which no run reached its
+    first epoch, so the folder's record kept the earlier ones), the batch `job` (SLURM's id) and, when it waited, how
+    each started run `ended`."""
     started: List[Task]
     skipped: Dict[str, List[str]]
     job: Optional[str] = None
@@ -146,6 +208,7 @@ class LaunchResult:
     moved: List[Tuple[str, Path]] = field(default_factory=list)
     train_args: List[str] = field(default_factory=list)
     reused: bool = False
+    args_not_recorded: bool = False  # no run reached an epoch with train_args: the folder's record was kept
 
     @property
     def ok(self) -> bool:
@@ -166,6 +229,8 @@ def _todo(tasks: Sequence[Task], retry_failed: bool, rerun_stale: bool) -> Tuple
         elif status.changed and rerun_stale and status.state in ('stale', 'unfinished', 'failed'):
             todo.append(task)
             fresh.append(task)
+        elif status.state == 'failed' and status.changed and not status.done:
+            todo.append(task)  # it failed before its first epoch with another recipe or other arguments: retried
         elif status.state in ('finished', 'stale') or (status.state == 'failed' and not retry_failed):
             skipped[status.state].append(task.name)
         else:
@@ -194,7 +259,9 @@ class _StartWatcher:
                 if record.get('state') == 'running':
                     self.seen.add(task.name)
                     where = (f'SLURM job {record["job"]}' if record.get('job') else f'PID {record.get("pid")}')
-                    _logger.info(f'[pkmixer launch] started {task.name} ({where}; log {_log_path(task)})')
+                    what = (f'resuming {task.name} from epoch {record["resumed"][-1]}' if record.get('resumed')
+                            else f'started {task.name}')
+                    _logger.info(f'[pkmixer launch] {what} ({where}; log {_log_path(task)})')
 
     def close(self) -> None:
         self.stop.set()
@@ -270,22 +337,34 @@ def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py
     acquire_lock(folder, executor.name)
     keep_lock = False
     try:
-        args, reused = settle_train_args(launch_state_dir(folder), list(train_args), new_train_args)
+        state_dir = launch_state_dir(folder)
+        args, reused, to_record = settle_train_args(state_dir, list(train_args), new_train_args)
         if reused:
             _logger.info(f'[pkmixer launch] every run gets the train.py arguments of the earlier launches: '
                          f'{shlex.join(args)}')
         plan = executor.plan()
         tasks = plan_tasks(folder, args, train_py, executor.name, plan['nproc'], plan['threads'])
+        previous = read_train_args(state_dir)
+        if to_record:  # every recipe accepted them (train.py's parser, the data): only now are they the folder's
+            record_train_args(state_dir, args)
         todo, skipped, fresh = _todo(tasks, retry_failed, rerun_stale)
         result = LaunchResult(todo, skipped, train_args=args, reused=reused)
         if not todo:
             return result
         for task in todo:  # a FIFO or device in place of a run's log is named before anything starts
             log_tail(_log_path(task), 1)
+        update_lock(folder, planned=True)  # every recipe checked: what `--no-wait` waits for before it returns
         for task in fresh:
             result.moved.append((task.name, move_aside(Path(task.run_dir))))
             _logger.info(f'[pkmixer launch] {task.name} is stale: its run folder moved aside to {result.moved[-1][1]}')
         keep_lock = _start_and_wait(folder, executor, todo, result, wait, on_end)
+        if to_record and result.ended and all(s.state in ('failed', 'cancelled') and not s.done
+                                              for s in result.ended):
+            record_train_args(state_dir, previous)  # no run got to an epoch with them: not accepted
+            result.args_not_recorded = True
+            _logger.info(f'[pkmixer launch] no run reached its first epoch with the train.py arguments '
+                         f'{shlex.join(args) or "(none)"}: they are not recorded, the folder keeps '
+                         f'{"no recorded arguments" if previous is None else shlex.join(previous) or "(none)"}')
         return result
     finally:
         if not keep_lock:

@@ -15,13 +15,14 @@ from .errors import StateFileError, TrainArgsChangedError, state_file
 from .liveness import identity
 
 __all__ = ['STATE_DIR', 'launch_state_dir', 'record_path', 'write_record', 'read_record', 'folder_id',
-           'read_train_args', 'settle_train_args', 'train_args_differences']
+           'read_train_args', 'settle_train_args', 'record_train_args', 'train_args_differences']
 
 STATE_DIR = 'launch'
 _N = type(None)
 _RECORD_SHAPE = dict(state=(str,), pid=(int, _N), host=(str, _N), job=(str, _N), executor=(str, _N),
                      run_dir=(str,), recipe=(str,), returncode=(int, _N), time=(int, float), pid_start=(int, _N),
-                     boot_id=(str, _N), digest=(str, _N), schedule=(dict, _N), reason=(str, _N))
+                     boot_id=(str, _N), digest=(str, _N), schedule=(dict, _N), reason=(str, _N),
+                     resumed=(list, _N))
 _PATH_KEYS = ('run_dir', 'recipe')
 
 
@@ -132,18 +133,28 @@ def train_args_differences(recorded: Sequence[str], given: Sequence[str]) -> Lis
     return out
 
 
-def settle_train_args(state_dir: Path, given: Sequence[str], change: bool = False) -> Tuple[List[str], bool]:
-    """The train.py arguments of this launch and whether they are the recorded ones reused: the first launch (or
-    `change`) records `given`; a relaunch given none reuses the recorded ones, given the same ones (in any order)
-    keeps them; given others, :class:`TrainArgsChangedError` names each difference."""
+def settle_train_args(state_dir: Path, given: Sequence[str], change: bool = False) -> Tuple[List[str], bool, bool]:
+    """The train.py arguments of this launch, whether they are the recorded ones reused, and whether they are still
+    to be recorded (:func:`record_train_args`, once every recipe has accepted them): the first launch (or `change`)
+    takes `given`; a relaunch given none reuses the recorded ones, given the same ones (in any order) keeps them;
+    given others, :class:`TrainArgsChangedError` names each difference. Writes nothing."""
     path = Path(state_dir) / 'train_args.json'
     recorded = read_train_args(state_dir)
     if recorded is None or change:
-        write_json(path, dict(train_args=list(given), time=time.time()))
-        return list(given), False
+        return list(given), False, recorded != list(given)
     if not given:
-        return recorded, bool(recorded)
+        return recorded, bool(recorded), False
     differences = train_args_differences(recorded, given)
     if differences:
         raise TrainArgsChangedError(Path(state_dir).parent, path, recorded, list(given), differences)
-    return recorded, False
+    return recorded, False, False
+
+
+def record_train_args(state_dir: Path, args: Optional[Sequence[str]]) -> None:
+    """Record `args` as the train.py arguments of the folder's launches (None: remove the record, as before the first
+    launch)."""
+    path = Path(state_dir) / 'train_args.json'
+    if args is None:
+        path.unlink(missing_ok=True)
+    else:
+        write_json(path, dict(train_args=list(args), time=time.time()))

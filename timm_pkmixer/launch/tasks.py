@@ -23,11 +23,12 @@ from ..errors import CheckpointError, UserInputError
 from ..runs.launch_marker import launch_changes
 from ..runs.run_folder import ARGS_YAML, SUMMARY_CSV, run_state, run_state_with_schedule, schedule_record
 from ..state_files import load_yaml, open_log, read_tail, read_text, yaml_reason
-from .errors import LaunchError, RunFolderTakenError, StateFileError, state_file
+from .errors import LaunchError, RunFolderTakenError, StateFileError, TrainArgsRefusedError, state_file
 from .ownership import claim, mark_start, owner_problem
-from .records import folder_id, launch_state_dir, read_train_args, write_record
+from .records import folder_id, launch_state_dir, read_record, read_train_args, write_record
 
-__all__ = ['STATES', 'LOG_TAIL', 'Progress', 'run_progress', 'find_recipes', 'default_run_dir', 'log_tail', 'Task',
+__all__ = ['STATES', 'LOG_TAIL', 'Progress', 'run_progress', 'find_recipes', 'default_run_dir', 'planned_run_dir',
+           'log_tail', 'Task',
            'plan_tasks', 'execute']
 
 _logger = logging.getLogger(__name__)
@@ -85,9 +86,30 @@ def find_recipes(folder: Path) -> List[Path]:
         raise FileNotFoundError(2, 'no such folder of recipes', str(folder))
     if not folder.is_dir():
         raise NotADirectoryError(20, 'not a folder of recipes (`pkmixer train RECIPE` runs one recipe)', str(folder))
-    recipes = sorted(p for pattern in ('*.yaml', '*.yml') for p in folder.glob(pattern) if p.is_file())
+    found = sorted(p for pattern in ('*.yaml', '*.yml') for p in folder.glob(pattern))
+    for path in found:
+        if path.is_file():
+            continue
+        if path.is_symlink():
+            try:
+                path.resolve(strict=True)
+                why = 'a symlink to something that is not a file'
+            except RuntimeError:
+                why = 'a symlink loop'
+            except OSError:
+                why = f'a symlink to {os.readlink(path)}, which does not exist'
+        else:
+            why = 'a folder' if path.is_dir() else 'not a regular file'
+        raise LaunchError(f'{path} is not a recipe: {why}; remove it or point it at a recipe')
+    recipes = found
     if not recipes:
         raise LaunchError(f'{folder} holds no recipes (*.yaml); write some with `pkmixer sweep … --out-dir {folder}`')
+    stems: Dict[str, Path] = {}
+    for path in recipes:
+        if path.stem in stems:
+            raise LaunchError(f'{stems[path.stem].name} and {path.name} are both recipe {path.stem} (one run, one '
+                              f'record and one log per name): rename or remove one')
+        stems[path.stem] = path
     for path in recipes:
         try:
             cfg = load_yaml(read_text(path, _not_a_recipe(path)) or '')
@@ -112,6 +134,21 @@ def default_run_dir(recipe: Path, output: Optional[str] = None, experiment: Opti
         output = output or cfg.get('output') or str(recipe.parent / 'runs')
         experiment = experiment or cfg.get('experiment') or recipe.stem
     return (Path(output) / str(experiment)).absolute()
+
+
+def planned_run_dir(recipe: Path, train_args: Sequence[str] = ()) -> Path:
+    """Where a recipe's run lands with the launch's `train_args` (their ``--output`` / ``--experiment``, the last
+    given, override the recipe's; see :func:`default_run_dir`)."""
+    given: Dict[str, str] = {}
+    args = list(train_args)
+    for i, arg in enumerate(args):
+        key, sep, value = arg.partition('=')
+        if key in ('--output', '--experiment'):
+            if sep:
+                given[key] = value
+            elif i + 1 < len(args):
+                given[key] = args[i + 1]
+    return default_run_dir(recipe, given.get('--output') or None, given.get('--experiment') or None)
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL) -> List[str]:
@@ -155,16 +192,19 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
     `train_args` go to every run; each run gets ``--output`` / ``--experiment`` (its run folder, see
     :func:`default_run_dir`; `train_args` may set them too), ``--train-py`` and, when given, ``--threads``.
     """
-    from ..training.train_py import find_train_py, prepare_train
+    from ..training.train_py import TrainArgumentError, find_train_py, prepare_train
     folder = Path(folder).absolute()
     recipes = find_recipes(folder)
     train_py_path = str(find_train_py(train_py).absolute())
     owner = folder_id(launch_state_dir(folder), create=True)
     tasks, seen = [], {}
+    sources: Dict[Any, List[Path]] = {}
     for i, recipe in enumerate(recipes):
         _logger.info(f'[pkmixer launch] checking recipe {i + 1}/{len(recipes)} ({recipe.name})')
         try:
             plan = prepare_train(str(recipe), list(train_args), train_py_path)
+        except TrainArgumentError as e:
+            raise TrainArgsRefusedError(f'{recipe} is refused: {e}') from None
         except UserInputError as e:
             raise LaunchError(f'{recipe} is refused: {e}') from None
         run_dir = default_run_dir(recipe, plan.args.output or None, plan.args.experiment or None)
@@ -172,6 +212,8 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
             raise LaunchError(f'{seen[run_dir].name} and {recipe.name} would both run into {run_dir}: give each '
                               f'its own `experiment`')
         seen[run_dir] = recipe
+        if plan.data is not None:
+            sources.setdefault(plan.data, []).append(recipe)
         problem = owner_problem(recipe, run_dir, owner, plan.args.model, getattr(plan.args, 'model_kwargs', None))
         if problem:
             raise RunFolderTakenError(f'{recipe} is refused: {problem}; give it its own `experiment` (or `output`), '
@@ -180,7 +222,38 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
                 '--train-py', train_py_path, *(['--threads', str(threads)] if threads else [])]
         tasks.append(Task(recipe.stem, str(recipe), str(run_dir), tuple(argv), str(launch_state_dir(folder)), executor,
                           nproc, _schedule(vars(plan.args))))
+    for source, users in sources.items():
+        check_data(source, users)
     return tasks
+
+
+def check_data(source: Any, recipes: Sequence[Path]) -> None:
+    """The data `recipes` read (a :class:`~timm_pkmixer.data.datasets.DataSource`), checked once before any run
+    starts: a download done, or a folder that is not there (or holds no class folders) refused with its path and
+    what was expected, as a :class:`LaunchError` naming the recipes."""
+    from ..data.datasets import DataUnavailableError, fetch_data
+    who = recipes[0].name if len(recipes) == 1 else f'{len(recipes)} recipes ({recipes[0].name}, …)'
+    try:
+        fetch_data(source)
+    except DataUnavailableError as e:
+        raise LaunchError(f'the data of {who} cannot be read, so no run is started: {e}') from None
+    if source.kind != 'folder':
+        return
+    root = Path(source.root)
+    for split in source.splits:
+        where = next((root / s for s in _split_names(split) if (root / s).is_dir()), root)
+        if not any(p.is_dir() for p in where.iterdir()):
+            raise LaunchError(f'the data of {who} cannot be read, so no run is started: --data-dir {root}: '
+                              f'{where} holds no class folders (an image folder dataset is DIR/{source.splits[0]}/'
+                              f'<class>/… and DIR/{source.splits[1]}/<class>/…)')
+
+
+def _split_names(split: str) -> Tuple[str, ...]:
+    """The folder names timm's folder dataset looks for a split under (its ``_search_split``), in its order."""
+    from .._timm import EVAL_SPLIT_NAMES, TRAIN_SPLIT_NAMES
+    name = split.split('[')[0]
+    synonyms = TRAIN_SPLIT_NAMES if name in TRAIN_SPLIT_NAMES else EVAL_SPLIT_NAMES if name in EVAL_SPLIT_NAMES else ()
+    return tuple(dict.fromkeys((name, *synonyms)))
 
 
 def _schedule(args: Dict[str, Any]) -> Optional[Dict[str, Any]]:
@@ -259,6 +332,8 @@ def execute(task: Task, env: Optional[Mapping[str, str]] = None, job: Optional[s
             f'corrupt), so the run cannot resume from it; move it away to restart the run from its first epoch, or '
             f'put back a whole copy'), job)
     header = _header(task, progress, resume, job)
+    earlier = read_record(state_dir, task.name).get('resumed') or []
+    resumed = [*earlier, progress.done] if resume else []  # the epochs this run was resumed at
     digest = mark_start(Path(task.recipe), run_dir, read_train_args(state_dir) or [])
     with _log(task) as log:
         log.write(header)
@@ -267,7 +342,7 @@ def execute(task: Task, env: Optional[Mapping[str, str]] = None, job: Optional[s
                                 stdin=subprocess.DEVNULL, env=dict(os.environ, **(env or {})), preexec_fn=_preexec())
         write_record(state_dir, task.name, state='running', pid=proc.pid, host=socket.gethostname(), job=job,
                      executor=task.executor, run_dir=task.run_dir, recipe=task.recipe, returncode=None, reason=None,
-                     digest=digest, schedule=task.schedule)
+                     digest=digest, schedule=task.schedule, resumed=resumed)
         if on_start:
             on_start(proc)
         returncode = proc.wait()

@@ -153,6 +153,13 @@ class Report:
     def rows(self) -> List[Dict[str, Any]]:
         return [p.row() for p in self.points]
 
+    def resumed(self) -> List[Tuple[str, Tuple[int, ...], bool]]:
+        """(name, the epochs it was resumed at, whether it is averaged) of each run train.py resumed (its
+        summary.csv's header written again): averaged like the others, but not bit for bit the uninterrupted run
+        (docs/training.md, "What a resume reproduces")."""
+        averaged = {id(r) for p in self.points for r in p.runs}
+        return [(r.name, r.resumed_at, id(r) in averaged) for r in self.runs if r.resumed_at]
+
     @property
     def unfinished(self) -> List[Listed]:
         return [x for x in self.listed if x.kind == 'unfinished']
@@ -518,6 +525,16 @@ def write_report(report: Report, out_dir: str, figures: bool = True) -> Tuple[Li
                'out and why, and points here.', '']
         md += [f'- `{x.name}`: {x.reason}' + (f' (top1_err {x.top1_err:.4g})' if x.top1_err is not None else '')
                for x in report.listed]
+    resumed = report.resumed()
+    if resumed:
+        md += ['', '## Resumed runs', '',
+               "Runs train.py resumed from a checkpoint (summary.csv's header written again). They are averaged like "
+               "the others when their group is: a resume continues the weights, the optimizer and the schedule, but "
+               "not the random draws of the uninterrupted run (the data order, augmentation, dropout), so its epochs "
+               "after the resume are another sample of the same training, not the same numbers "
+               '(docs/training.md, "What a resume reproduces").', '']
+        md += [f'- `{name}`: resumed at epoch {", ".join(map(str, at))}; '
+               f'{"averaged" if averaged else "not averaged (listed above)"}' for name, at, averaged in resumed]
     if report.unreadable:
         md += ['', '## Folders that cannot be read', '', 'In no table and no figure (each figure counts them).', '']
         md += [f'- `{n}`: {why}' for n, why in report.unreadable]

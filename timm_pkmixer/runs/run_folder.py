@@ -41,7 +41,7 @@ __all__ = ['ARGS_YAML', 'SUMMARY_CSV', 'CHECKPOINTS', 'RUN_ONLY_KEYS', 'SEED_MOD
            'cache_only_keys',
            'PathLike', 'RunFileError', 'read_args_yaml', 'check_train_args', 'Summary', 'read_summary', 'row_problem',
            'scheduled_epochs', 'Run', 'make_run', 'read_run', 'find_runs', 'find_checkpoint', 'RunState', 'run_state',
-           'epoch_ranges', 'SCHEDULE_KEYS', 'schedule_record', 'run_state_with_schedule']
+           'epoch_ranges', 'LastEpoch', 'last_epoch', 'SCHEDULE_KEYS', 'schedule_record', 'run_state_with_schedule']
 
 ARGS_YAML, SUMMARY_CSV = 'args.yaml', 'summary.csv'
 CHECKPOINTS = ('last.pth.tar', 'model_best.pth.tar')  # train.py's checkpoints of a run, the one taken first
@@ -124,6 +124,7 @@ class Summary:
     lines: Dict[int, int]            # epoch → the line its row is on
     columns: Tuple[str, ...]         # every column of every header, in first-seen order (``epoch`` first)
     faults: Tuple[str, ...] = ()     # 'line 3: …', one per row not used
+    resumed_at: Tuple[int, ...] = ()  # the epoch of the first row after each repeated header (a --resume)
 
     def curves(self) -> Dict[str, List[float]]:
         """Every column (``epoch`` included) over the epochs present in epoch order; NaN where a row lacks it."""
@@ -166,6 +167,8 @@ def read_summary(path: PathLike) -> Summary:
     columns: List[str] = []
     faults: List[str] = []
     header: Optional[List[str]] = None
+    resumed_at: List[int] = []
+    resumed = False
     try:
         text = read_text(path, lambda why: _not_a_summary(path, f': {why}'), limit=None)
         if text is None:
@@ -174,6 +177,7 @@ def read_summary(path: PathLike) -> Summary:
             if not cells:
                 continue
             if cells[0] == 'epoch' and (header is not None or 'train_loss' in cells):
+                resumed = header is not None
                 header = cells  # the first, or written again by a resumed train.py
                 columns += [c for c in cells if c not in columns]
                 continue
@@ -186,9 +190,12 @@ def read_summary(path: PathLike) -> Summary:
                 continue
             epoch = int(row.pop('epoch'))
             epochs[epoch], lines[epoch] = row, lineno
+            if resumed:
+                resumed_at.append(epoch)
+                resumed = False
     except csv.Error as e:
         raise _not_a_summary(path, f': not a CSV file ({e})') from None
-    return Summary(path, epochs, lines, tuple(columns), tuple(faults))
+    return Summary(path, epochs, lines, tuple(columns), tuple(faults), tuple(resumed_at))
 
 
 def row_problem(epoch: int, row: Dict[str, float]) -> str:
@@ -238,6 +245,7 @@ class Run:
     read_problems: List[str] = field(default_factory=list)  # the summary.csv's own faults (kept in epochs.csv)
     swept: Optional[str] = None             # the experiment its sweep named (`pkmixer sweep`), if launched from one
     environment: Optional[Dict[str, Any]] = None  # what made it (its pkmixer_env.json: runs/provenance.py), if recorded
+    resumed_at: Tuple[int, ...] = ()        # the epochs it was resumed at (train.py's --resume; summary.csv says)
 
     @property
     def model(self) -> str:
@@ -335,15 +343,57 @@ def read_run(path: PathLike, name: Optional[str] = None) -> Run:
         raise RunFileError(f'{path / ARGS_YAML}: not a train.py args.yaml (no `model`)')
     epochs: Dict[int, Dict[str, float]] = {}
     problems: List[str] = []
+    resumed_at: Tuple[int, ...] = ()
     if (path / SUMMARY_CSV).is_file():
         try:
             summary = read_summary(path / SUMMARY_CSV)
             epochs, problems = summary.epochs, [f'{SUMMARY_CSV}, {f}' for f in summary.faults]
+            resumed_at = summary.resumed_at
         except RunFileError as e:
             problems = [str(e).replace(f'{path}{os.sep}', '')]
         except OSError as e:
             problems = [f'{SUMMARY_CSV} cannot be read ({e.strerror or e})']
-    return make_run(name or path.name, args, epochs, problems)
+    run = make_run(name or path.name, args, epochs, problems)
+    run.resumed_at = resumed_at
+    return run
+
+
+@dataclass(frozen=True)
+class LastEpoch:
+    """A run folder's last summary row as `pkmixer status` and `pkmixer launch` show it: its `epoch`, the metric
+    train.py optimises (``--eval-metric``, default ``top1``: `metric` and its `value`), ``eval_loss`` and
+    ``train_loss`` (NaN when the row lacks them), and the epochs it was resumed at."""
+    epoch: int
+    metric: str
+    value: float
+    eval_loss: float
+    train_loss: float
+    resumed_at: Tuple[int, ...] = ()
+
+    def describe(self) -> str:
+        """``epoch 1: top1 86.16, eval_loss 0.4120, train_loss 0.3557``."""
+        values = [(self.metric, self.value), ('eval_loss', self.eval_loss), ('train_loss', self.train_loss)]
+        shown = ', '.join(f'{k} {v:.4f}' if 'loss' in k else f'{k} {v:.2f}' for k, v in dict(values).items()
+                          if math.isfinite(v))
+        return f'epoch {self.epoch}: {shown}' if shown else f'epoch {self.epoch}'
+
+
+def last_epoch(folder: PathLike) -> Optional[LastEpoch]:
+    """The last epoch's result of the run in `folder` (None when it has no summary row or its files cannot be read:
+    the run's state says why). Reads args.yaml and summary.csv only (no torch)."""
+    folder = Path(folder)
+    try:
+        args = read_args_yaml(folder / ARGS_YAML) if (folder / ARGS_YAML).is_file() else {}
+        summary = read_summary(folder / SUMMARY_CSV)
+    except (RunFileError, OSError):
+        return None
+    if not summary.epochs:
+        return None
+    epoch = max(summary.epochs)
+    row = summary.epochs[epoch]
+    metric = str(args.get('eval_metric') or 'top1')
+    return LastEpoch(epoch, metric, row.get(f'eval_{metric}', math.nan), row.get('eval_loss', math.nan),
+                     row.get('train_loss', math.nan), summary.resumed_at)
 
 
 def find_runs(paths: Sequence[PathLike]) -> List[Tuple[Path, str]]:
