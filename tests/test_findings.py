@@ -278,3 +278,19 @@ def test_the_rp_cost_row_takes_its_word_from_the_gpu_per_epoch(findings, tmp_pat
     assert row.word == findings.AGREES and row.sentence == 'Judged on the GPU per epoch: eager agrees; compile agrees.'
     assert row.number == 'eager ×1.000 [0.975, 1.025]; compile ×0.930 [0.905, 0.955]'
     assert '--device cuda' in row.command and row.command.count('` and `') == 1
+
+
+def test_the_cka_control_judges_what_training_adds_to_the_curves_shape(findings):
+    """(d2) reads two features of each seed's CKA-by-density curve: the gap of 1/C over dense and the fall from the
+    highest point to the sparsest density; a flat untrained curve has no gap, a trained one that dips has one."""
+    untrained = {'m_seed0': {1.0: 0.87, 1 / 32: 0.87, 1 / 1024: 0.73},
+                 'm_seed1': {1.0: 0.88, 1 / 32: 0.87, 1 / 1024: 0.70}}
+    trained = {'m_seed0': {1.0: 0.39, 1 / 32: 0.65, 1 / 1024: 0.60},
+               'm_seed1': {1.0: 0.41, 1 / 32: 0.68, 1 / 1024: 0.63}}
+    gap0, fall0 = findings.cka_shape(untrained, 1 / 32)
+    gap1, fall1 = findings.cka_shape(trained, 1 / 32)
+    assert gap0.values == pytest.approx([0.0, -0.01]) and fall0.values == pytest.approx([0.14, 0.18])
+    assert gap1.values == pytest.approx([0.26, 0.27]) and fall1.values == pytest.approx([0.05, 0.05])
+    rows = [dict(model_a='m_seed0', density_b='0.03125', mean_diagonal='0.65'),
+            dict(model_a='m_seed0', density_b='1', mean_diagonal='0.39')]
+    assert findings.cka_by_seed(rows) == {'m_seed0': {1 / 32: 0.65, 1.0: 0.39}}
