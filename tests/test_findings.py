@@ -294,3 +294,13 @@ def test_the_cka_control_judges_what_training_adds_to_the_curves_shape(findings)
     rows = [dict(model_a='m_seed0', density_b='0.03125', mean_diagonal='0.65'),
             dict(model_a='m_seed0', density_b='1', mean_diagonal='0.39')]
     assert findings.cka_by_seed(rows) == {'m_seed0': {1 / 32: 0.65, 1.0: 0.39}}
+
+
+def test_rows_trained_with_the_old_crop_say_so(findings):
+    """The experiments committed before the recipes cropped as C.4 (rkrr at train.py's default scale, zoom up to
+    x3.5) carry a note saying so; an experiment without a random crop (Fig. 2(d)'s shallow MLPs) does not."""
+    assert findings.trained_with_old_crop('fashion_mnist/rp') and findings.trained_with_old_crop('fashion_mnist/fig5')
+    assert not findings.trained_with_old_crop('fashion_mnist/fig2d')
+    assert not findings.trained_with_old_crop('fashion_mnist/no_such_folder')
+    noted = {f.key for f in findings.all_findings() if findings.OLD_CROP_NOTE in f.notes}
+    assert {'a1', 'b1', 'd1'} <= noted and 'c' not in noted

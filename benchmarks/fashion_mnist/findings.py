@@ -945,8 +945,25 @@ def render(findings: Sequence[Finding]) -> str:
                       *rows, '', '### Notes to the rows', '', *notes, END])
 
 
+OLD_CROP_NOTE = ("Trained with the recipes' crop of before: timm's `rkrr` at train.py's default scale 0.08–1 and ratio "
+                 "3/4–4/3 (a zoom of up to ×3.5), not C.4's pad-and-crop; the recipes now crop as C.4 does (zoom "
+                 "×1–×1.25, a shift of up to 4 px: train_recipes/README.md), and this experiment was not rerun since.")
+
+
+def trained_with_old_crop(folder: str) -> bool:
+    """Whether an experiment's committed runs cropped with `rkrr` at train.py's default scale (no `scale` given)."""
+    if not folder.startswith('fashion_mnist/') or not _has(folder.split('/', 1)[1]):
+        return False
+    return any(a.args.get('train_crop_mode') == 'rkrr' and list(a.args.get('scale') or [0.08, 1.0]) == [0.08, 1.0]
+               for a in arms(folder.split('/', 1)[1]).values())
+
+
 def all_findings() -> List[Finding]:
-    return [f() for f in FINDINGS]
+    found = [f() for f in FINDINGS]
+    for f in found:
+        if trained_with_old_crop(f.folder):
+            f.notes.append(OLD_CROP_NOTE)
+    return found
 
 
 def page() -> str:
