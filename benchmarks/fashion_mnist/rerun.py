@@ -24,7 +24,6 @@ not run again.
 """
 import argparse
 import csv
-import json
 import math
 import os
 import signal
@@ -38,6 +37,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import yaml
 
 from timm_pkmixer.markdown import markdown_table
+from timm_pkmixer.reports.report import canonical_json
 from timm_pkmixer.runs.epochs_csv import read_epochs_csv
 from timm_pkmixer.runs.provenance import ENVIRONMENT_KEYS, NOT_RECORDED, environment_key, read_provenance
 from timm_pkmixer.runs.run_folder import SUMMARY_CSV, Run, RunFileError, read_run, read_summary
@@ -49,19 +49,8 @@ CSV_COLUMNS = ('arm', 'run', 'seed', 'epochs_compared', 'verdict', 'top1_err', '
 _STRIP_SEED = ('_seed', '-seed', 'seed')
 
 
-def _canonical(value: Any) -> Any:
-    """Equal configurations, equal text (``4.0`` as ``4``; mappings sorted), as the report groups runs."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {str(k): _canonical(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
-    return value
-
-
 def _key(run: Run) -> str:
-    return json.dumps(_canonical(run.identity()), sort_keys=True, default=str)
+    return canonical_json(run.identity())
 
 
 def arm_name(run: Run) -> str:
@@ -216,7 +205,7 @@ def rerun(experiment: Path, seed: int, data_dir: Path, train_py: str, work_dir: 
             except RunFileError as e:
                 problems.append(str(e))
             differ = sorted(k for k in set(run.identity()) | set(again.identity()) if k != 'data_dir'
-                            and _canonical(run.identity().get(k)) != _canonical(again.identity().get(k)))
+                            and canonical_json(run.identity().get(k)) != canonical_json(again.identity().get(k)))
             if differ:
                 problems.append(f'{run.name}: the rerun\'s train.py configuration differs from the committed one on '
                                 f'{", ".join(differ)}')

@@ -58,7 +58,7 @@ from ..sweeps.sweep_tables import EXPERIMENTS
 from ..sweeps.sweep_write import swept_experiment
 
 __all__ = ['COLUMNS', 'Point', 'Listed', 'Report', 'LISTED_KINDS', 'infer_experiment', 'build_report', 'write_report',
-           'FIGURES_HINT']
+           'FIGURES_HINT', 'canonical_json']
 
 _logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def _dump(value: Any) -> str:
+def canonical_json(value: Any) -> str:
     """The canonical text of `value`: equal configurations, equal text (``gamma: 4`` and ``gamma: 4.0`` alike)."""
     return json.dumps(_canonical(value), sort_keys=True, default=str)
 
@@ -261,7 +261,7 @@ def _differs(a: Dict[str, Any], b: Dict[str, Any]) -> List[str]:
     has is one of them (``lr (in one only)``): two configurations that differ always name something."""
     def keys(x: Dict[str, Any], y: Dict[str, Any], prefix: str) -> List[str]:
         return [f'{prefix}{k}' + ('' if (k in x) == (k in y) else ' (in one only)') for k in sorted(set(x) | set(y))
-                if (k in x) != (k in y) or _dump(x[k]) != _dump(y[k])]
+                if (k in x) != (k in y) or canonical_json(x[k]) != canonical_json(y[k])]
     rest = [{k: v for k, v in d.items() if k != 'model_kwargs'} for d in (a, b)]
     return keys(*rest, '') + keys(a.get('model_kwargs') or {}, b.get('model_kwargs') or {}, 'model_kwargs.')
 
@@ -270,7 +270,7 @@ def _describe(model: str, model_kwargs: Dict[str, Any], cache: Dict[str, Any]) -
     """The summary of `model` built with `model_kwargs` (seeds aside), or the error why it cannot be built here."""
     from ..catalog import summarize
     kwargs = {k: v for k, v in model_kwargs.items() if k not in SEED_MODEL_ARGS}
-    key = _dump([model, kwargs])
+    key = canonical_json([model, kwargs])
     if key not in cache:
         try:
             cache[key] = summarize(model, **kwargs)
@@ -351,7 +351,7 @@ def _read_runs(b: _Building) -> None:
 def _group_by_configuration(b: _Building) -> None:
     groups: OrderedDict[str, List[Run]] = OrderedDict()
     for run in sorted(b.report.runs, key=lambda r: _natural(r.name)):
-        groups.setdefault(_dump(run.identity()), []).append(run)
+        groups.setdefault(canonical_json(run.identity()), []).append(run)
     b.groups = list(groups.values())
 
 
@@ -378,7 +378,7 @@ def _list_groups_that_differ_elsewhere(b: _Building) -> None:
     """Groups that are one point of the figure but differ elsewhere: listed run by run, never averaged."""
     by_point: OrderedDict[str, List[int]] = OrderedDict()
     for i, (members, _, feats) in enumerate(b.usable):
-        by_point.setdefault(_dump([feats, members[0].model]), []).append(i)
+        by_point.setdefault(canonical_json([feats, members[0].model]), []).append(i)
     conflicting = set()
     for indices in (ix for ix in by_point.values() if len(ix) > 1):
         for i in indices:
