@@ -33,12 +33,14 @@ def slurm():
 
 @pytest.fixture
 def sweep(tmp_path, slurm, monkeypatch):
-    """A folder of one recipe (never trained here: its data are nowhere), named uniquely so that its SLURM jobs
-    (``pkmixer-<folder>``) are this test's; any left in the queue are cancelled afterwards. SLURM_CONF names the
-    test cluster."""
+    """A folder of one recipe (never trained here: its data folder holds class folders, which the launch's data check
+    asks for, but no image), named uniquely so that its SLURM jobs (``pkmixer-<folder>``) are this test's; any left in
+    the queue are cancelled afterwards. SLURM_CONF names the test cluster."""
     monkeypatch.setenv('SLURM_CONF', slurm)
     folder = tmp_path / f'sweep{time.time_ns()}'
-    _recipe(folder, 'a', tmp_path / 'no_data')
+    for split in ('train', 'validation'):
+        (tmp_path / 'no_images' / split / 'c0').mkdir(parents=True)
+    _recipe(folder, 'a', tmp_path / 'no_images')
     yield folder
     subprocess.run(['scancel', '--name', f'pkmixer-{folder.name}'], capture_output=True,
                    env=dict(os.environ, SLURM_CONF=slurm))

@@ -243,7 +243,7 @@ def check_data(source: Any, recipes: Sequence[Path]) -> None:
     for split in source.splits:
         where = next((root / s for s in _split_names(split) if (root / s).is_dir()), root)
         if not any(p.is_dir() for p in where.iterdir()):
-            raise LaunchError(f'the data of {who} cannot be read, so no run is started: --data-dir {root}: '
+            raise LaunchError(f'the data of {who} cannot be read, so no run is started: its data folder {root}: '
                               f'{where} holds no class folders (an image folder dataset is DIR/{source.splits[0]}/'
                               f'<class>/… and DIR/{source.splits[1]}/<class>/…)')
 
