@@ -29,7 +29,7 @@ def test_shapes_dataset(tmp_path):
 
 def test_demo_runs_end_to_end(cli):
     """`pkmixer demo`: its progress (the threads, the data, the run, each epoch) on stderr; on stdout, after an empty
-    line, the results' table alone."""
+    line, the data it trained on and the results' table."""
     code, out, err = cli('demo', '--model', 's_mixer_rp_s64c64_32', '--data', 'shapes', '--epochs', '2', '--seeds', '1',
                          '--train-per-class', '8', '--batch-size', '16')
     assert code == 0
@@ -40,8 +40,8 @@ def test_demo_runs_end_to_end(cli):
     assert progress[2] == '[s_mixer_rp_s64c64_32 seed 0] 76,356 params, effective width m = 4096'
     assert [line.split('  ')[0] for line in progress[3:]] == ['[s_mixer_rp_s64c64_32 seed 0] epoch 1/2',
                                                               '[s_mixer_rp_s64c64_32 seed 0] epoch 2/2']
-    blank, header, row = out.splitlines()
-    assert blank == '' and header.split()[:3] == ['model', 'seed', 'params']
+    blank, data, header, row = out.splitlines()  # stdout names the data too, as the progress did
+    assert blank == '' and data == progress[1] and header.split()[:3] == ['model', 'seed', 'params']
     name, seed, params, width, loss, acc, _ = row.split()
     assert (name, seed, params, width) == ('s_mixer_rp_s64c64_32', '0', '76,356', '4096')
     assert math.isfinite(float(loss)) and 0 <= float(acc.rstrip('%')) <= 100

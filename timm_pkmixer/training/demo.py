@@ -43,6 +43,7 @@ class DemoResult:
     num_classes: int = len(SHAPES)
     val_images: int = 75 * len(SHAPES)  # the default shapes' validation set
     seed: int = 0
+    data: str = ''  # what it trained and validated on (the demo data's description)
 
 
 def _seed_everything(seed: int) -> None:
@@ -99,7 +100,7 @@ def _train_one(name: str, data: DemoData, epochs: int, batch_size: int, lr: floa
         _logger.info(f'[{name} seed {seed}] epoch {epoch + 1}/{epochs}  train loss {train_loss:.4f}  val acc '
                      f'{val_acc:5.1f}%  ({time.time() - start:.1f} s)')
     return DemoResult(name, params, width, train_loss, val_acc, time.time() - start, data.num_classes,
-                      len(data.val), seed)
+                      len(data.val), seed, data.says)
 
 
 def _accuracy(model, loader) -> float:
@@ -179,9 +180,11 @@ def run_demo(
 
 
 def summary_lines(results: Sequence[DemoResult]) -> List[str]:
-    """What the demo found: a row per run (model, seed, parameters, width m, train loss, validation accuracy, time)
-    and, when the runs hold the default RP S-Mixer and its normal twin, an empty line and the :func:`reading`."""
-    lines = _table(results)
+    """What the demo found: the data it trained on (``data: …``, when every run trained on the same), a row per run
+    (model, seed, parameters, width m, train loss, validation accuracy, time) and, when the runs hold the default RP
+    S-Mixer and its normal twin, an empty line and the :func:`reading`."""
+    data = {r.data for r in results}
+    lines = ([f'data: {data.pop()}'] if len(data) == 1 and '' not in data else []) + _table(results)
     rp = [r for r in results if r.model == DEFAULT_MODELS[0]]
     normal = [r for r in results if r.model == DEFAULT_MODELS[1]]
     if rp and normal:
