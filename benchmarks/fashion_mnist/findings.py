@@ -44,7 +44,9 @@ COST_S3_DIR = 'rp_cost_table_s3'   # (g2) under benchmarks/speed: Table S.3's ow
 # where an experiment's committed runs ran, when not on a CPU (train.py's args.yaml does not record it)
 RAN_ON: Dict[str, str] = {
     RP_DIR: 'one H200 GPU, float32 (TF32 off)',
-    FIG5_DIR: 'one H200 GPU, TF32 matrix products'}
+    FIG5_DIR: 'one H200 GPU, TF32 matrix products',
+    FIG7_DIR: "the project's 2-core CPU, one thread a run, two runs side by side (timm-pkmixer 5d3e3ff, the recipes' "
+              "C.4 crop, before runs recorded what made them; torch 2.14.1, timm 1.0.31)"}
 
 # ------------------------------------------------------------------ the rules, fixed before the runs they judge
 ALPHA = 0.05                 # two-sided 95 % intervals; TOST at 5 %
@@ -806,7 +808,9 @@ def finding_fig7() -> Finding:
     f.sentence = plain(f, f'RP − normal error at {f.number}')
     d = every[0].description if every else None
     f.notes = [f'S = {d.num_tokens}, C = {d.dim}; L = {", ".join(map(str, depths))}; Fashion-MNIST; batch '
-               f'{every[0].args.get("batch_size")}.'] if d else []
+               f'{every[0].args.get("batch_size")}; seeds per arm: ' + ', '.join(
+                   f'{k} L = {L}: {by[L][k].n}' for L in sorted(by) for k in sorted(by[L])) +
+               f'; ran on {RAN_ON[FIG7_DIR]}.'] if d else []
     return f
 
 
