@@ -962,11 +962,26 @@ def trained_with_old_crop(folder: str) -> bool:
                for a in arms(folder.split('/', 1)[1]).values())
 
 
+def rerun_note(folder: str) -> Optional[str]:
+    """What the committed reruns of an experiment (``rerun_seed*.csv``, written by rerun.py) found, or None."""
+    if not folder.startswith('fashion_mnist/'):
+        return None
+    found = []
+    for path in sorted((HERE / folder.split('/', 1)[1]).glob('rerun_seed*.csv')):
+        with open(path, newline='', encoding='utf-8') as f:
+            found += [f'{r["arm"]} seed {r["seed"]}, {r["epochs_compared"]} epochs: {r["verdict"]} (error '
+                      f'{float(r["top1_err"]):.2f} against the committed {float(r["committed_top1_err"]):.2f}, range '
+                      f'{float(r["spread_min"]):.2f}–{float(r["spread_max"]):.2f})' for r in csv.DictReader(f)]
+    return ('Rerun with the code of this page (rerun.py): ' + '; '.join(found) + '.') if found else None
+
+
 def all_findings() -> List[Finding]:
     found = [f() for f in FINDINGS]
     for f in found:
         if trained_with_old_crop(f.folder):
             f.notes.append(OLD_CROP_NOTE)
+        if note := rerun_note(f.folder):
+            f.notes.append(note)
     return found
 
 
