@@ -188,7 +188,7 @@ def test_experiments_not_yet_run_say_so_and_make_up_no_number(findings, tmp_path
     assert '| a1 | RP S-Mixer matches or beats normal (S = C = 64, L = 8) | — | — | — | — | — | not yet run |' in page
     cells = findings.coverage_cells(every)
     assert cells['Fig. 6 (a–c)'] == 'e (`benchmarks/fashion_mnist/fig6/`): not yet run'
-    assert cells['Table S.3'].endswith('g2 (`benchmarks/speed/rp_cost_table_s3/`): not yet run')
+    assert cells['Table S.3'].endswith('g2 (`benchmarks/speed/rp_cost/`): not yet run')
 
 
 def test_the_module_constants_point_the_rows_at_their_folders(findings, tmp_path, monkeypatch):
@@ -313,3 +313,16 @@ def test_a_committed_rerun_is_cited_in_its_row(findings):
                            'spread (error 15.25 against the committed 14.35, range 14.06–16.54)')
     assert findings.rerun_note('fashion_mnist/rp') is None
     assert note in next(f for f in findings.all_findings() if f.key == 'c').notes
+
+
+def test_the_cost_rows_read_their_own_models_results(findings):
+    """rp_cost.json holds the S-Mixer's and Table S.3's Mixer's timings side by side, at 1 and 2 threads: g1 reads
+    the S-Mixer's alone, g2 Table S.3's alone, each at one CPU thread (the 2-thread runs are not judged or shown)."""
+    results = [dict(mode='eager', ratios=[1.3, 1.2], model='s_mixer', threads=1),
+               dict(mode='eager', ratios=[2.0, 2.1], model='s_mixer', threads=2),
+               dict(mode='eager', ratios=[1.04, 1.03], model='table_s3', threads=1),
+               dict(mode='compile', ratios=[0.9, 1.0])]  # a file older than the fields: the S-Mixer, one thread
+    s_mixer = findings._cost_ratios(results, 'step', 's_mixer')
+    assert {k: v.values for k, v in s_mixer.items()} == {(1, 'eager'): [1.3, 1.2], (1, 'compile'): [0.9, 1.0]}
+    assert {k: v.values for k, v in findings._cost_ratios(results, 'step', 'table_s3').items()} == {
+        (1, 'eager'): [1.04, 1.03]}

@@ -40,7 +40,6 @@ CKA_CONTROL_DIR = 'fig2_untrained'  # (d2) the same CKA on untrained models: the
 FIG6_DIR = 'fig6'                  # (e) Fig. 6: error against C at fixed Ω
 FIG7_DIR = 'rp_c4crop'             # (f) Fig. 7: RP against normal at L = 4 and 8
 COST_DIRS = ('rp_cost', 'rp_cost_gpu')   # (g) folders under benchmarks/speed: the S-Mixer's RP cost
-COST_S3_DIR = 'rp_cost_table_s3'   # (g2) under benchmarks/speed: Table S.3's own MLP-Mixer (S = 64, C = 48, L = 3)
 # where an experiment's committed runs ran, when not on a CPU (train.py's args.yaml does not record it)
 RAN_ON: Dict[str, str] = {
     RP_DIR: 'one H200 GPU, float32 (TF32 off)',
@@ -815,15 +814,18 @@ def finding_fig7() -> Finding:
 
 
 # ------------------------------------------------------------------ (g) RP's cost
-def _cost_ratios(results: Sequence[Dict[str, Any]], unit: str) -> Dict[str, Sample]:
-    """{mode: the per-repetition RP / normal ratios} of rp_cost.json's results, per 'step' or per whole 'epoch';
-    modes without that measurement are left out."""
+def _cost_ratios(results: Sequence[Dict[str, Any]], unit: str, model: str) -> Dict[Tuple[int, str], Sample]:
+    """{(threads, mode): the per-repetition RP / normal ratios} of `model`'s results at one thread in rp_cost.json
+    (``s_mixer`` or ``table_s3``; a file older than the fields timed the S-Mixer at one thread), per 'step' or per
+    whole 'epoch'; modes without that measurement are left out."""
     found = {}
     for r in results:
+        if r.get('model', 's_mixer') != model or int(r.get('threads', 1)) != 1:
+            continue  # another model, or all of a shared 2-core machine's threads (rp_cost.md lists those)
         ratios = r['ratios'] if unit == 'step' else (r.get('epochs') or {}).get('ratios')
         if ratios:
-            found[r['mode']] = Sample(ratios)
-    return dict(sorted(found.items(), key=lambda kv: ('eager', 'compile').index(kv[0])))
+            found[(int(r.get('threads', 1)), r['mode'])] = Sample(ratios)
+    return dict(sorted(found.items(), key=lambda kv: (kv[0][0], ('eager', 'compile').index(kv[0][1]))))
 
 
 PAPER_COST = 6.41 / 6.08   # Table S.3 (CIFAR, V100): RP-Mixer 6.41 s against MLP-Mixer 6.08 s per epoch
@@ -849,7 +851,8 @@ def _cost_verdict(c: Comparison) -> Verdict:
     return Verdict(NO_DIFFERENCE, "the interval holds the paper's ratio")
 
 
-def _cost_finding(key: str, claim: str, folders: Sequence[str], model: str, not_run: str) -> Finding:
+def _cost_finding(key: str, claim: str, folders: Sequence[str], model: str, not_run: str,
+                  timed: str = 's_mixer') -> Finding:
     """RP's cost from benchmarks/speed/<folder>/rp_cost.json: per step and, where measured, per whole epoch; the
     word from a GPU's per-epoch measurement (Table S.3's machine and unit), else from a GPU's per step."""
     paper = f'Table S.3 (V100, CIFAR, MLP-Mixer S = 64, C = 48, L = 3, γ = 2): ×{PAPER_COST:.3f} per epoch'
@@ -863,9 +866,10 @@ def _cost_finding(key: str, claim: str, folders: Sequence[str], model: str, not_
         device = env.get('device', 'cpu')
         envs.append(env)
         gpu = device != 'cpu'
-        where = 'CPU, 1 thread' if not gpu else device.replace('NVIDIA ', '')
         for unit in ('step', 'epoch'):
-            for mode, ratios in _cost_ratios(measured['results'], unit).items():
+            for (threads, mode), ratios in _cost_ratios(measured['results'], unit, timed).items():
+                where = (f'CPU, {threads} thread{"s" if threads > 1 else ""}' if not gpu else
+                         device.replace('NVIDIA ', ''))
                 part, _ = _cost_part(f'{where}, per {unit}', mode, ratios)
                 parts.append(part)
                 if gpu:
@@ -910,9 +914,9 @@ def finding_rp_cost() -> Finding:
 
 def finding_rp_cost_s3() -> Finding:
     """(g2) RP's cost per epoch on Table S.3's own MLP-Mixer (S = 64, C = 48, L = 3, γ = 2)."""
-    return _cost_finding('g2', "Random permutations cost little per epoch (Table S.3's Mixer)", (COST_S3_DIR,),
+    return _cost_finding('g2', "Random permutations cost little per epoch (Table S.3's Mixer)", COST_DIRS,
                          "Table S.3's own MLP-Mixer, S = 64, C = 48, L = 3, γ = 2",
-                         "rp_cost.py on Table S.3's MLP-Mixer (S = 64, C = 48, L = 3, γ = 2)")
+                         "rp_cost.py on Table S.3's MLP-Mixer (S = 64, C = 48, L = 3, γ = 2)", timed='table_s3')
 
 
 # ------------------------------------------------------------------ the page
