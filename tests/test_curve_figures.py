@@ -30,3 +30,20 @@ def test_plot_curve_bands_draws_each_metric_and_refuses_absent_ones(tmp_path):
     assert Image.open(path).size == (840, 360)  # two panels (eval_top1 absent: skipped) of 4.2 × 3.6 in at 100 dpi
     with pytest.raises(InvalidArgumentError, match=r"metrics: none of \['eval_top5'\]"):
         plot_curve_bands({'a': trials()}, str(tmp_path / 'x.png'), metrics=('eval_top5',))
+
+
+def test_an_axis_of_one_epoch_ticks_at_that_epoch_only():
+    """A one-epoch run's panel: its x ticks are whole epochs (the epoch itself), not -0.04 … 0.04."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    from timm_pkmixer.reports.curve_figures import integer_epochs
+    fig, ax = plt.subplots()
+    ax.plot([3], [0.5], marker='o')
+    integer_epochs(ax)
+    fig.canvas.draw()
+    lo, hi = ax.get_xlim()
+    shown = [x for x in ax.get_xticks() if lo <= x <= hi]
+    plt.close(fig)
+    assert (lo, hi) == (2.5, 3.5) and shown == [3.0]

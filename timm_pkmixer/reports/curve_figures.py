@@ -53,8 +53,13 @@ def min_max_band(curves: Sequence[Sequence[float]]) -> Tuple[np.ndarray, np.ndar
 
 
 def integer_epochs(ax) -> None:
-    """An epoch axis: ticks at whole epochs only."""
+    """An epoch axis: ticks at whole epochs only (an axis of one epoch spans it ±0.5, so that its tick is it)."""
     ax.xaxis.get_major_locator().set_params(integer=True)
+    lo, hi = ax.get_xlim()
+    if hi - lo < 1:
+        middle = round((lo + hi) / 2)
+        ax.set_xlim(middle - 0.5, middle + 0.5)
+        ax.set_xticks([middle])  # the integer locator falls back to fractions on a span this short
 
 
 def add_note(fig, note: str) -> None:
