@@ -159,3 +159,14 @@ def test_a_composed_permutation_is_the_two_it_replaces():
     assert torch.equal(y, ref) and not torch.equal(y, b(x2))
     g = torch.randn(3, 5, 12)
     assert torch.equal(torch.autograd.grad(y, x, g)[0], torch.autograd.grad(ref, x2, g)[0])
+
+
+def test_the_fixed_permutation_is_a_leaf_of_timms_fx_tracer_and_every_leaf_a_module_class():
+    """timm's FX tracer keeps FixedPermutation whole (its gather is one node) and takes every registered leaf as a
+    module class: a function registered there (as `compose` once was) breaks every FX trace of every model."""
+    from timm.layers import get_notrace_modules, is_notrace_module
+
+    import timm_pkmixer.layers.permutation as permutation
+    assert is_notrace_module(permutation.FixedPermutation)
+    assert not is_notrace_module(permutation.compose)
+    assert all(isinstance(m, type) and issubclass(m, torch.nn.Module) for m in get_notrace_modules())

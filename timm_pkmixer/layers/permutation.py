@@ -130,7 +130,6 @@ class Transpose(nn.Module):
         return _add(x.transpose(1, 2), residual)
 
 
-@register_notrace_module
 def compose(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
     """The one gather index that applies `first`, then `second`: ``x[:, first][:, second] == x[:, first[second]]``
     (m,) → (m,), same dtype; its inverse is ``inverse_second[inverse_first]``.
@@ -144,6 +143,7 @@ def compose(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
     return first[second.long()]
 
 
+@register_notrace_module
 class FixedPermutation(DerivedStructure, nn.Module):
     """J·vec(X) for a fixed uniform random permutation J, as a gather.
 
