@@ -318,7 +318,9 @@ def at_scale(verdict: Verdict, arms: Sequence[Arm]) -> Verdict:
         rising = all(f.drift > 0 for f in flats if f.moving)
         return Verdict(NOT_SHOWN, f'{"still moving" if rising else "still improving"} ({otherwise})')
     if any(f.moving is None for f in flats):
-        return Verdict(NOT_SHOWN, f'curves too short to tell if flat ({otherwise})')
+        why = ('curves too short to tell if flat' if any(f.epochs < FLAT_EPOCHS + 1 for f in flats) else
+               'one seed: flatness cannot be told')
+        return Verdict(NOT_SHOWN, f'{why} ({otherwise})')
     return verdict
 
 
@@ -376,6 +378,7 @@ def plain(f: Finding, measured: str) -> str:
         whys = ' '.join(p.verdict.why for p in f.parts)
         reason = ('the errors were still falling at the last epoch' if 'still improving' in whys else
                   'the errors were still moving at the last epoch' if 'still moving' in whys else
+                  'one seed an arm cannot tell whether the curves had flattened' if 'one seed' in whys else
                   'too few epochs were run to tell whether the curves had flattened')
         return f'{measured}, but {reason}: not shown at this scale.'
     return f'{measured}: {f.word}.'
