@@ -444,6 +444,17 @@ def _part(name: str, a: Arm, b: Arm, verdict_of: Callable[[Comparison], Verdict]
                 curves_text([(a_label, a), (b_label, b)])), c
 
 
+def _two_arm_finding(key: str, claim: str, paper: str, folder: str, command: str, a: Arm, b: Arm,
+                     labels: Tuple[str, str], verdict_of: Callable[[Comparison], Verdict], paper_seeds: int,
+                     paper_epochs: int) -> Tuple[Finding, Comparison]:
+    """A finding of one comparison, arm `a` − arm `b` (labelled `labels`), judged by `verdict_of`."""
+    part, c = _part(f'{labels[0]} − {labels[1]}', a, b, verdict_of, *labels)
+    f = Finding(key, claim, paper, number=f'{labels[0]} − {labels[1]} {c.text()}', parts=[part],
+                seeds=_seeds([b, a], paper_seeds), epochs=f'{b.epochs} / {paper_epochs}',
+                folder=f'fashion_mnist/{folder}', command=command).judge()
+    return f, c
+
+
 # ------------------------------------------------------------------ (a) RP against normal
 def finding_rp_s_mixer() -> Finding:
     """(a1) Fig. 7's claim at L = 8: the RP S-Mixer matches or beats the normal one at equal parameters."""
@@ -453,9 +464,7 @@ def finding_rp_s_mixer() -> Finding:
         return _not_run('a1', claim, paper, RP_DIR, 'the Fig. 7 recipe at L = 8')
     a = arms(RP_DIR)
     n, r = a['depth_L8_normal'], a['depth_L8_random']
-    part, c = _part('RP − normal', r, n, match_or_beat, 'RP', 'normal')
-    f = Finding('a1', claim, paper, number=f'RP − normal {c.text()}', parts=[part], seeds=_seeds([n, r], 3),
-                epochs=f'{n.epochs} / 200', folder=f'fashion_mnist/{RP_DIR}', command=_cmd(RP_DIR)).judge()
+    f, c = _two_arm_finding('a1', claim, paper, RP_DIR, _cmd(RP_DIR), r, n, ('RP', 'normal'), match_or_beat, 3, 200)
     f.sentence = plain(f, f'The RP S-Mixer\'s error ends {_ahead(c.diff)} the normal one\'s')
     f.notes = ['Fashion-MNIST, not CIFAR/STL; S = C = 64, not 128; L = 8 only (Fig. 7 sweeps L = 4 … 20); '
                f'batch {n.args.get("batch_size")}; the Fig. 7 recipe (Nesterov SGD, lr 0.02, cosine, crop and flip) '
@@ -472,9 +481,8 @@ def finding_rp_mixer() -> Finding:
         return _not_run('a2', claim, paper, RP_DIR, 'the Fig. 2 Mixer recipe, normal and RP')
     a = arms(RP_DIR)
     n, r = a['mixer_s32c32_L3_normal'], a['mixer_s32c32_L3_random']
-    part, c = _part('RP − normal', r, n, lambda x: direction(x, lower=True), 'RP', 'normal')
-    f = Finding('a2', claim, paper, number=f'RP − normal {c.text()}', parts=[part], seeds=_seeds([n, r], 5),
-                epochs=f'{n.epochs} / 600', folder=f'fashion_mnist/{RP_DIR}', command=_cmd(RP_DIR)).judge()
+    f, c = _two_arm_finding('a2', claim, paper, RP_DIR, _cmd(RP_DIR), r, n, ('RP', 'normal'),
+                            lambda x: direction(x, lower=True), 5, 600)
     f.sentence = plain(f, f'The RP MLP-Mixer\'s error ends {_ahead(c.diff)} the normal one\'s')
     d = n.description
     f.notes = [f'Deviations from D.7: S = C = {d.num_tokens}, not 64; L = {d.depth}; γ = {d.gamma_label} '
@@ -582,10 +590,8 @@ def finding_fig2d() -> Finding:
         return _not_run('c', claim, paper, FIG2D_DIR, 'the two shallow recipes')
     a = arms(FIG2D_DIR)
     monarch, kron = a['shallow_monarch_28'], a['shallow_kron_28']
-    part, c = _part('Kronecker − Monarch', kron, monarch, level, 'Kronecker', 'Monarch')
-    f = Finding('c', claim, paper, number=f'Kronecker − Monarch {c.text()}', parts=[part],
-                seeds=_seeds([monarch, kron], 5), epochs=f'{monarch.epochs} / 200', folder=f'fashion_mnist/{FIG2D_DIR}',
-                command=_cmd(FIG2D_DIR, 'seeds')).judge()
+    f, c = _two_arm_finding('c', claim, paper, FIG2D_DIR, _cmd(FIG2D_DIR, 'seeds'), kron, monarch,
+                            ('Kronecker', 'Monarch'), level, 5, 200)
     f.sentence = plain(f, f'The Kronecker MLP\'s error ends {_ahead(c.diff)} the Monarch MLP\'s (the level '
                           f'margin is ±{EQUIVALENCE_MARGIN}; the Monarch MLP over-fits at the recipe\'s weight decay)')
     loss = [statistics.fmean(v) for v in zip(*monarch.loss_curves)]
