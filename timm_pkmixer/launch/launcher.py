@@ -20,6 +20,7 @@ reruns failed ones only when asked (``retry_failed``).
 import logging
 import re
 import shlex
+import sys
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,14 +30,14 @@ import yaml
 
 from ..runs.launch_marker import launch_changes
 from ..runs.run_folder import RunFileError, last_epoch
-from ..state_files import load_yaml, read_tail, read_text
+from ..state_files import load_yaml, read_text
 from .errors import LaunchError, RunFolderTakenError, StateFileError
 from .executors import stopped_reason
 from .liveness import same_process
 from .lock import acquire_lock, holder_alive, read_lock, release_lock, update_lock
 from .ownership import move_aside, owner_problem
 from .records import folder_id, launch_state_dir, read_record, read_train_args, record_train_args, settle_train_args
-from .tasks import Task, find_recipes, log_tail, plan_tasks, planned_run_dir, run_progress
+from .tasks import Task, find_recipes, log_tail, not_a_recipe, plan_tasks, planned_run_dir, run_progress
 
 __all__ = ['RunStatus', 'run_status', 'read_status', 'read_launch_train_args', 'LaunchResult', 'launch']
 
@@ -144,10 +145,10 @@ def _train_step(log_path: Path) -> str:
     """Where a running run is, from the last training line train.py logged (``Train: 1 [  50/390 ( 13%)] …``):
     'epoch 1, step 50/390' ('' before its first)."""
     try:
-        text = read_tail(log_path, lambda why: StateFileError(f'{log_path}: {why}'), 16384) or ''
+        lines = log_tail(log_path, lines=sys.maxsize)  # the log's last 16 KiB, as the failure's tail reads it
     except StateFileError:
         return ''
-    matches = _TRAIN_LINE.findall(text)
+    matches = _TRAIN_LINE.findall('\n'.join(lines))
     if not matches:
         return ''
     epoch, step, steps = matches[-1]
@@ -162,7 +163,7 @@ def _check_owner(recipe: Path, status: RunStatus, state_dir: Path) -> None:
             '--model-kwargs' in train_args:
         return
     try:
-        cfg = load_yaml(read_text(recipe, lambda why: LaunchError(f'{recipe} is not a recipe: {why}')) or '') or {}
+        cfg = load_yaml(read_text(recipe, not_a_recipe(recipe)) or '') or {}
     except yaml.YAMLError:
         return  # find_recipes names it
     model = next((train_args[i + 1] for i in range(len(train_args) - 2, -1, -1) if train_args[i] == '--model'),

@@ -112,7 +112,7 @@ def find_recipes(folder: Path) -> List[Path]:
         stems[path.stem] = path
     for path in recipes:
         try:
-            cfg = load_yaml(read_text(path, _not_a_recipe(path)) or '')
+            cfg = load_yaml(read_text(path, not_a_recipe(path)) or '')
         except yaml.YAMLError as e:
             raise LaunchError(f'{path} is not a recipe: not YAML ({yaml_reason(e)})') from None
         if not isinstance(cfg, dict):
@@ -121,7 +121,8 @@ def find_recipes(folder: Path) -> List[Path]:
     return recipes
 
 
-def _not_a_recipe(path: Path):
+def not_a_recipe(path: Path) -> Callable[[str], LaunchError]:
+    """What is wrong with the recipe file `path` (for the state files' readers), as a :class:`LaunchError`."""
     return lambda why: LaunchError(f'{path} is not a recipe: {why}')
 
 
@@ -130,7 +131,7 @@ def default_run_dir(recipe: Path, output: Optional[str] = None, experiment: Opti
     ``<its folder>/runs`` and the recipe's name), absolute."""
     recipe = Path(recipe)
     if output is None or experiment is None:
-        cfg = load_yaml(read_text(recipe, _not_a_recipe(recipe)) or '') or {}
+        cfg = load_yaml(read_text(recipe, not_a_recipe(recipe)) or '') or {}
         output = output or cfg.get('output') or str(recipe.parent / 'runs')
         experiment = experiment or cfg.get('experiment') or recipe.stem
     return (Path(output) / str(experiment)).absolute()
