@@ -69,6 +69,24 @@ def test_gather_forward_and_inverse_gather_backward():
         assert torch.autograd.gradcheck(apply, (xs,)) and torch.autograd.gradgradcheck(apply, (xs,))
 
 
+def test_a_shaped_input_is_flattened_inside_the_gather_with_no_view_node():
+    """The layer hands its (B, n1, n2) input to the gather as it is: the autograd graph goes from the permutation's
+    node straight to the input (no ViewBackward for a reshape per call), and the gradient comes back in the input's
+    shape, also for a non-contiguous input."""
+    perm = FixedPermutation(60, (5, 12), seed=3, key='shaped')
+    base = torch.randn(3, 10, 6, dtype=torch.float64, requires_grad=True)
+    for x in (base, base.transpose(1, 2)):  # contiguous (3, 10, 6) and a non-contiguous (3, 6, 10) view
+        y = perm(x)
+        assert type(y.grad_fn).__name__ == '_PermuteBackward'
+        (parent, _), = [f for f in y.grad_fn.next_functions if f[0] is not None]
+        assert type(parent).__name__ == ('AccumulateGrad' if x is base else 'TransposeBackward0')
+        torch.testing.assert_close(y.reshape(3, -1), x.reshape(3, -1)[:, perm.index], rtol=0, atol=0)
+        g = torch.randn_like(y)
+        (gx,) = torch.autograd.grad(y, x, g)
+        assert gx.shape == x.shape
+        torch.testing.assert_close(gx.reshape(3, -1), g.reshape(3, -1)[:, perm.inverse], rtol=0, atol=0)
+
+
 def test_backward_uses_no_scatter():
     """The backward graph is a gather: no index_add / scatter / index_put kernels run."""
     perm = FixedPermutation(256, (16, 16), seed=0, key='p')

@@ -23,6 +23,9 @@ each model in turn (the order reversed every other epoch), so loading counts as 
 On a GPU (``--device cuda``) a step's time is wall-clock time with the device synchronized before and after each
 repetition's steps (``time.perf_counter``), not process CPU time: the GPU's work is what the step waits for.
 
+In eager mode on the CPU a third arm runs in the same repetitions: the RP model with every gather replaced by a copy
+of the same tensor (values not permuted), which bounds what any faster gather kernel could give the step.
+
 Writes ``rp_cost.md`` (the tables, the environment, and with ``--profile`` the operators whose CPU time differs
 most between the two models) and ``rp_cost.json`` (every measurement) into ``--out-dir``; prints the Markdown.
 """
@@ -121,6 +124,32 @@ class Stepper:
         return (clock() - start) / steps
 
 
+def copy_kernel(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
+    """A stand-in for the gather that moves the same bytes in order: a contiguous copy of x's (B, m) flattening, as
+    (B, *out_shape). Its values are wrong (nothing is permuted): it times what an RP step would cost with a gather as
+    fast as a copy."""
+    from timm_pkmixer.layers.gather import _flat, _shaped
+    return _shaped(_flat(x, index.shape[0]).clone(memory_format=torch.contiguous_format), out_shape)
+
+
+def copy_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor,
+                out_shape: Sequence[int]) -> torch.Tensor:
+    """A gather backend (GATHER_TABLE's signature) running :func:`copy_kernel` through the package's autograd Function:
+    the RP model's every dispatch, Function and backward, with the gathers' memory access made sequential."""
+    from timm_pkmixer.layers.gather import _Permute
+    if x.requires_grad and torch.is_grad_enabled():
+        return _Permute.apply(x, index, inverse, out_shape, copy_kernel)
+    return copy_kernel(x, index, out_shape)
+
+
+class CopyStepper(Stepper):
+    """The RP model's step with every gather replaced by a copy (:func:`copy_gather`)."""
+
+    def step(self, x: Optional[torch.Tensor] = None, y: Optional[torch.Tensor] = None) -> None:
+        with use_gather_backend(f'{__name__}:copy_gather', 'cpu', ('eager',)):
+            super().step(x, y)
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for `device`'s queued work (a CUDA device; a CPU has none)."""
     if device.type == 'cuda':
@@ -166,6 +195,9 @@ def measure(recipe: Dict[str, Any], mode: str, batch: int, reps: int, steps: int
     """Seconds per step of each model (CPU time; on a GPU, wall time) in `reps` interleaved repetitions, and the
     per-repetition ratios; with a `loader`, also whole epochs (:func:`measure_epochs`)."""
     steppers = {p: Stepper(recipe, p, mode, batch, device) for p in ('normal', 'random')}
+    oracle = mode == 'eager' and device.type == 'cpu'
+    if oracle:  # the RP model again, each gather replaced by a copy: the floor of any faster gather kernel
+        steppers['copies'] = CopyStepper(recipe, 'random', mode, batch, device)
     t0 = time.time()
     for s in steppers.values():  # warm-up (compile: the compilation itself)
         for _ in range(warmup):
@@ -174,13 +206,17 @@ def measure(recipe: Dict[str, Any], mode: str, batch: int, reps: int, steps: int
     warm_s = time.time() - t0
     times: Dict[str, List[float]] = {p: [] for p in steppers}
     for rep in range(reps):
-        order = ('normal', 'random') if rep % 2 == 0 else ('random', 'normal')
+        order = list(steppers) if rep % 2 == 0 else list(steppers)[::-1]
         for p in order:
             times[p].append(steppers[p].time_per_step(steps))
     ratios = [r / n for r, n in zip(times['random'], times['normal'])]
+    if oracle:
+        steppers.pop('copies')
     result = dict(mode=mode, reps=reps, steps=steps, warmup=warmup, warmup_wall_s=warm_s,
                   clock='process CPU' if device.type == 'cpu' else 'wall, synchronized', seconds_per_step=times,
                   ratios=ratios, params={p: sum(t.numel() for t in s.model.parameters()) for p, s in steppers.items()})
+    if oracle:
+        result['copy_ratios'] = [c / n for c, n in zip(times['copies'], times['normal'])]
     if loader is not None and epoch_reps:
         result['epochs'] = measure_epochs(steppers, loader, batch, epoch_reps, epoch_batches)
     return result
@@ -238,6 +274,20 @@ def permutation_ops(recipe: Dict[str, Any], batch: int, reps: int = 7, calls: in
     return dict(shape=list(x.shape), us_per_call=times, per_forward=counts)
 
 
+class _BareGather(torch.autograd.Function):
+    """The least a permutation written in Python can be: an old-style Function whose forward is one index_select and
+    whose backward is one index_select by the inverse (no reshape, no dispatch, no kernel choice)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
+        ctx.inverse = inverse
+        return torch.index_select(x, 1, index)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return torch.index_select(grad, 1, ctx.inverse), None, None
+
+
 def host_cost(reps: int = 25, calls: int = 200) -> Dict[str, Any]:
     """Host cost of one permutation, forward and backward, on a tiny (2, 64) batch, against a plain index_select
     with autograd's own backward, each followed by the same sum().backward(): µs per call (the minimum over `reps`
@@ -250,6 +300,8 @@ def host_cost(reps: int = 25, calls: int = 200) -> Dict[str, Any]:
     x3 = torch.randn(2, 8, 8, requires_grad=True)
     cases = {'sum().backward() alone': lambda: x.sum().backward(),
              'plain: x.index_select(1, i), autograd backward': lambda: x.index_select(1, index).sum().backward(),
+             'floor: a bare autograd.Function around index_select': (
+                 lambda: _BareGather.apply(x, index, inverse).sum().backward()),
              'permute(x, i, inverse, [64])': lambda: permute(x, index, inverse, [64]).sum().backward(),
              'plain, shaped (2, 8, 8)': lambda: x.index_select(1, index).view(2, 8, 8).sum().backward(),
              'permute(x, i, inverse, [8, 8])': lambda: permute(x, index, inverse, [8, 8]).sum().backward(),
@@ -265,12 +317,18 @@ def host_cost(reps: int = 25, calls: int = 200) -> Dict[str, Any]:
                 cases[name]()
             runs[name].append((time.perf_counter() - start) / calls * 1e6)
     base, base8 = runs['plain: x.index_select(1, i), autograd backward'], runs['plain, shaped (2, 8, 8)']
-    ratios = {'permute(x, i, inverse, [64])': base, 'permute(x, i, inverse, [8, 8])': base8,
+    ratios = {'floor: a bare autograd.Function around index_select': base,
+              'permute(x, i, inverse, [64])': base, 'permute(x, i, inverse, [8, 8])': base8,
               'FixedPermutation module, (2, 8, 8)': base8}
     return dict(us=runs, ratios={k: [a / b for a, b in zip(runs[k], ref)] for k, ref in ratios.items()})
 
 
 GATHER_SHAPES = ((2, 64), (128, 4096), (256, 1024), (8, 100352), (1, 150528))
+
+
+def _take_columns(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """x[:, index], for inductor to generate its own CPU gather kernel from (the 'inductor kernel' column)."""
+    return x[:, index]
 
 
 def _gather_cases(b: int, m: int, dtype: torch.dtype) -> Dict[str, Any]:
@@ -281,9 +339,14 @@ def _gather_cases(b: int, m: int, dtype: torch.dtype) -> Dict[str, Any]:
     out = torch.empty_like(x)
     expanded = index.long().expand(b, -1)
     cols = 64 if m % 64 == 0 else 1
+    torch._dynamo.reset()  # a fresh graph per case: dynamo's recompile limit would otherwise fall back to eager
+    inductor = torch.compile(_take_columns, dynamic=False)
+    long_index = index.long()
+    inductor(x, long_index)  # compiled here, not in the timed calls
     return {'ours (tuned)': lambda: permute(x, index, inverse, [m]),
             'index_select': lambda: torch.index_select(x, 1, index, out=out),
             'expanded gather': lambda: torch.gather(x, 1, expanded, out=out),
+            'inductor kernel': lambda: inductor(x, long_index),
             'transpose copy': lambda: x.view(b, -1, cols).transpose(1, 2).contiguous(),
             'copy': lambda: out.copy_(x)}
 
@@ -291,7 +354,8 @@ def _gather_cases(b: int, m: int, dtype: torch.dtype) -> Dict[str, Any]:
 def gather_speed(threads: Sequence[int], reps: int = 7, calls: int = 20) -> List[Dict[str, Any]]:
     """The CPU gather against copy speed: µs per call (minimum over `reps`) of the package's eager gather (no grad:
     the kernel alone, as the tuned backend picks it), index_select, the expanded torch.gather, a transpose copy and a
-    plain copy of the same (B, m) tensor, float32 and bfloat16, at each thread count."""
+    plain copy of the same (B, m) tensor, float32 and bfloat16, at each thread count; and inductor's own kernel for
+    ``x[:, index]`` (torch.compile, the C++ it generates for this CPU), the kernel an eager backend could call."""
     rows = []
     for t, (b, m), dtype in itertools.product(threads, GATHER_SHAPES, (torch.float32, torch.bfloat16)):
         torch.set_num_threads(t)
@@ -332,6 +396,20 @@ def markdown(results: List[Dict[str, Any]], env: Dict[str, Any], batch: int,
         lines.append(f'| {r.get("model", "s_mixer")} | {r.get("threads", env["threads"])} | {r["mode"]} '
                      f'({r["reps"]} × {r["steps"]} steps) | {fmt(n, 1e3)} | {fmt(p, 1e3)} | '
                      f'{n[1] * steps_per_epoch:.1f} | {p[1] * steps_per_epoch:.1f} | {fmt(ratio, digits=3)} |')
+    oracles = [r for r in results if 'copy_ratios' in r]
+    if oracles:
+        lines += ['', 'What a faster gather kernel could give: the RP step again with every gather replaced by a copy '
+                      'of the same tensor (the same Function, dispatch and backward; sequential memory access, values '
+                      'not permuted), timed in the same interleaved repetitions (eager, ms per step, median [IQR]); '
+                      '"copies / normal" is the floor of RP / normal for any gather kernel in this eager step:', '',
+                  '| model | threads | normal | RP | RP, gathers as copies | RP / normal | copies / normal |',
+                  '|---|---|---|---|---|---|---|']
+        for r in oracles:
+            sec = r['seconds_per_step']
+            lines.append(f'| {r.get("model", "s_mixer")} | {r.get("threads", env["threads"])} | '
+                         f'{fmt(quartiles(sec["normal"]), 1e3)} | {fmt(quartiles(sec["random"]), 1e3)} | '
+                         f'{fmt(quartiles(sec["copies"]), 1e3)} | {fmt(quartiles(r["ratios"]), digits=3)} | '
+                         f'{fmt(quartiles(r["copy_ratios"]), digits=3)} |')
     if host:
         host_reps = len(next(iter(host['us'].values())))
         lines += ['', f'Host cost of one permutation, forward + backward, on a (2, 64) batch, each followed by the '
@@ -345,7 +423,9 @@ def markdown(results: List[Dict[str, Any]], env: Dict[str, Any], batch: int,
     if gathers:
         names = list(gathers[0]['us'])
         lines += ['', 'The CPU gather against copy speed: µs per call (minimum over 7 repetitions) of one (B, m) '
-                      'tensor; ours is the eager backend without gradient (the tuned kernel alone):', '',
+                      'tensor; ours is the eager backend without gradient (the tuned kernel alone); the inductor '
+                      'kernel is the C++ torch.compile generates for x[:, index], called through its compiled '
+                      'wrapper:', '',
                   '| threads | (B, m) | dtype | ' + ' | '.join(names) + ' | ours / copy | ours / transpose |',
                   '|---|---|---|' + '---|' * (len(names) + 2)]
         for g in gathers:

@@ -20,12 +20,13 @@ any                ``trace``     ``plain``: index_select with autograd's own bac
 any                ``script``    ``index_select`` (fixed: TorchScript cannot call Python)
 =================  ============  ==============================================================
 
-A backend is a function ``(x (B, m), index (m,), inverse (m,), out_shape) -> (B, *out_shape)`` that
-returns a fresh tensor (not a view: FSDP2 warns about blocks that return views) and is differentiable,
-with the gather by ``inverse`` as its backward (no scatter, no atomics, deterministic). All backends
-compute bit-identical results. The eager ``index_select``, ``gather`` and ``tuned`` backends share one old-style
-autograd Function, :class:`_Permute` (host cost per call about an ``index_select``'s); in a graph being compiled
-they use traceable twins of it.
+A backend is a function ``(x (B, …), index (m,), inverse (m,), out_shape) -> (B, *out_shape)`` that
+gathers from x's (B, m) flattening (x comes in its layer's shape: flattened inside the backend, the
+reshape is no autograd node), returns a fresh tensor (not a view: FSDP2 warns about blocks that return
+views) and is differentiable, with the gather by ``inverse`` as its backward, in x's shape (no scatter,
+no atomics, deterministic). All backends compute bit-identical results. The eager ``index_select``,
+``gather`` and ``tuned`` backends share one old-style autograd Function, :class:`_Permute` (host cost:
+benchmarks/speed/rp_cost.py, the per-call table); in a graph being compiled they use traceable twins of it.
 
 Adding a kernel (say, a fused GPU gather) is one new file that defines such
 a function, plus one table entry naming it by import path, e.g.
@@ -56,10 +57,15 @@ GATHER_TABLE: Dict[Tuple[str, str], str] = {
 }
 
 
+def _flat(x: torch.Tensor, m: int) -> torch.Tensor:
+    """(B, *shape) with prod(shape) = m as (B, m): x itself when already 2-D (m, not -1: a batch of 0 reshapes too)."""
+    return x if x.dim() == 2 else x.reshape(x.shape[0], m)
+
+
 def _shaped(out: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
     """A fresh contiguous (B, m) tensor given the shape (B, *out_shape) in place: no copy, and not a view (a view
-    costs a view node per call, and FSDP2 warns about blocks that return views)."""
-    return out.resize_((out.shape[0], *out_shape))
+    costs a view node per call, and FSDP2 warns about blocks that return views); as it is when out_shape is (m,)."""
+    return out if len(out_shape) == 1 else out.resize_((out.shape[0], *out_shape))
 
 
 # ---------------------------------------------------------------- kernels: index_select, gather
@@ -70,13 +76,15 @@ _SAME_BITS = {torch.bfloat16: torch.int16, torch.float16: torch.int16}
 
 
 def _index_select_into(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
-    """x (B, m) → x[:, index] as a fresh (B, *out_shape) tensor, by index_select (one row at a time)."""
-    return _shaped(torch.index_select(x, 1, index), out_shape)
+    """x (B, …) → x[:, index] of its (B, m) flattening as a fresh (B, *out_shape) tensor, by index_select (one row at
+    a time)."""
+    return _shaped(torch.index_select(_flat(x, index.shape[0]), 1, index), out_shape)
 
 
 def _gather_into(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
-    """x (B, m) → x[:, index] as a fresh (B, *out_shape) tensor, by torch.gather with the index expanded over the
-    batch (parallel over B·m on the CPU); 2-byte floats as 2-byte integers."""
+    """x (B, …) → x[:, index] of its (B, m) flattening as a fresh (B, *out_shape) tensor, by torch.gather with the
+    index expanded over the batch (parallel over B·m on the CPU); 2-byte floats as 2-byte integers."""
+    x = _flat(x, index.shape[0])
     expanded = index.long().expand(x.shape[0], -1)
     bits = _SAME_BITS.get(x.dtype)
     if bits is None:
@@ -93,7 +101,9 @@ class _Permute(torch.autograd.Function):
     Old-style (``forward(ctx, ...)``, no ``setup_context``) on purpose: a Function with ``setup_context`` binds its
     arguments with ``inspect.signature`` on every ``apply``, which cost more host time than the whole gather of a
     small batch (benchmarks/speed/rp_cost.py, the per-call table). The index, inverse, kernel and input shape are kept
-    on ``ctx`` (buffers of the layer, not outputs: no reference cycle, nothing for saved-tensor hooks to pack).
+    on ``ctx`` (buffers of the layer, not outputs: no reference cycle, nothing for saved-tensor hooks to pack). The
+    kernels flatten (B, …) to (B, m) themselves: a reshape here runs outside autograd (no view node per call), and the
+    gradient arrives in the output's shape and leaves in the input's with no reshape in Python.
     """
 
     @staticmethod
@@ -104,7 +114,6 @@ class _Permute(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        grad = grad.reshape(grad.shape[0], ctx.index.shape[0])
         if torch.is_grad_enabled():  # create_graph=True: the backward gather is differentiable too
             return _Permute.apply(grad, ctx.inverse, ctx.index, ctx.in_shape, ctx.kernel), None, None, None, None
         return ctx.kernel(grad, ctx.inverse, ctx.in_shape), None, None, None, None
@@ -113,21 +122,23 @@ class _Permute(torch.autograd.Function):
 # ---------------------------------------------------------------- the same kernels in compiled and exported graphs
 
 
-def _fresh(x: torch.Tensor, out_shape: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
+def _fresh(x: torch.Tensor, m: int, out_shape: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
     """An uninitialised (B, *out_shape) output and its flat (B, m) view to write into."""
     out = x.new_empty((x.shape[0], *out_shape))
-    return out, out.view(x.shape[0], x.shape[1])  # m, not -1: a batch of 0 is a (0, m) view too
+    return out, out.view(x.shape[0], m)  # m, not -1: a batch of 0 is a (0, m) view too
 
 
 def _index_select_out(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
-    out, flat = _fresh(x, out_shape)
-    torch.index_select(x, 1, index, out=flat)
+    m = index.shape[0]
+    out, flat = _fresh(x, m, out_shape)
+    torch.index_select(x.reshape(x.shape[0], m), 1, index, out=flat)
     return out
 
 
 def _gather_out(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
-    out, flat = _fresh(x, out_shape)
-    torch.gather(x, 1, index.long().expand(x.shape[0], -1), out=flat)
+    m = index.shape[0]
+    out, flat = _fresh(x, m, out_shape)
+    torch.gather(x.reshape(x.shape[0], m), 1, index.long().expand(x.shape[0], -1), out=flat)
     return out
 
 
@@ -143,14 +154,14 @@ def _traceable(kernel: Callable) -> Type[torch.autograd.Function]:
         @staticmethod
         def setup_context(ctx, inputs, output) -> None:
             ctx.save_for_backward(inputs[1], inputs[2])
+            ctx.in_shape = tuple(inputs[0].shape[1:])
 
         @staticmethod
         def backward(ctx, grad: torch.Tensor):
             index, inverse = ctx.saved_tensors
-            grad = grad.reshape(grad.shape[0], index.shape[0])
             if torch.is_grad_enabled():  # create_graph=True: the backward gather is differentiable too
-                return Gather.apply(grad, inverse, index, (grad.shape[1],)), None, None, None
-            return kernel(grad, inverse, (grad.shape[1],)), None, None, None
+                return Gather.apply(grad, inverse, index, ctx.in_shape), None, None, None
+            return kernel(grad, inverse, ctx.in_shape), None, None, None
 
     Gather.__name__ = Gather.__qualname__ = f'_Traced_{kernel.__name__.strip("_")}'
     return Gather
@@ -183,7 +194,7 @@ expanded_gather = _backend(_gather_into, _gather_out)
 def plain_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor,
                  out_shape: Sequence[int]) -> torch.Tensor:
     """index_select and a reshape, whatever the grad mode; autograd's own backward (an index_add)."""
-    return x.index_select(1, index).reshape(x.shape[0], *out_shape)
+    return x.reshape(x.shape[0], index.shape[0]).index_select(1, index).reshape(x.shape[0], *out_shape)
 
 
 # ---------------------------------------------------------------- backend: tuned (index_select or gather)
@@ -224,7 +235,7 @@ def tuned_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor,
     if x.shape[0] == 0:  # an empty batch: nothing to time
         kernel = _index_select_into
     else:
-        key = (x.device, x.dtype, x.shape[0], x.shape[1], torch.get_num_threads())
+        key = (x.device, x.dtype, x.shape[0], index.shape[0], torch.get_num_threads())
         name = _TUNED.get(key)
         if name is None:
             name = _TUNED[key] = _pick(x.detach(), index, out_shape)
@@ -244,7 +255,7 @@ def tuned_choices() -> Dict[tuple, str]:
 
 @torch.library.custom_op('timm_pkmixer::permute', mutates_args=())
 def _permute_op(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor, out_shape: List[int]) -> torch.Tensor:
-    """x[:, index] of a (B, m) tensor as (B, *out_shape): one opaque op for compiled graphs."""
+    """x[:, index] of a (B, …) tensor's (B, m) flattening as (B, *out_shape): one opaque op for compiled graphs."""
     return _index_select_out(x, index, out_shape)
 
 
@@ -254,14 +265,14 @@ def _(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor, out_shape: Li
 
 
 def _permute_setup_context(ctx, inputs, output) -> None:
-    _, index, inverse, _ = inputs
+    x, index, inverse, _ = inputs
     ctx.save_for_backward(index, inverse)
+    ctx.in_shape = list(x.shape[1:])
 
 
 def _permute_backward(ctx, grad: torch.Tensor):
     index, inverse = ctx.saved_tensors
-    grad = grad.reshape(grad.shape[0], index.shape[0]).contiguous()
-    return _permute_op(grad, inverse, index, [grad.shape[1]]), None, None, None
+    return _permute_op(grad.contiguous(), inverse, index, ctx.in_shape), None, None, None
 
 
 _permute_op.register_autograd(_permute_backward, setup_context=_permute_setup_context)
@@ -283,13 +294,15 @@ _RESOLVED: Dict[str, GatherFn] = {
 }
 
 
+_is_exporting: Callable[[], bool] = getattr(torch.compiler, 'is_exporting', lambda: False)  # torch ≥ 2.5
+
+
 def current_mode() -> str:
     """'export' under torch.export / ONNX export, 'compile' under torch.compile, 'trace' under torch.jit.trace,
     else 'eager'."""
     if torch.jit.is_tracing():
         return 'trace'
-    is_exporting = getattr(torch.compiler, 'is_exporting', None)
-    if is_exporting is not None and is_exporting():
+    if _is_exporting():
         return 'export'
     return 'compile' if torch.compiler.is_compiling() else 'eager'
 
@@ -310,13 +323,17 @@ def gather_backend(device_type: str, mode: str) -> GatherFn:
 
 @torch.jit.unused
 def _dispatch(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor, out_shape: List[int]) -> torch.Tensor:
-    return gather_backend(x.device.type, current_mode())(x, index, inverse, out_shape)
+    mode = current_mode()  # gather_backend inlined: this runs for every permutation of every step
+    spec = GATHER_TABLE.get((x.device.type, mode)) or GATHER_TABLE[('*', mode)]
+    fn = _RESOLVED.get(spec)
+    return (fn or gather_backend(x.device.type, mode))(x, index, inverse, out_shape)
 
 
 def permute(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor, out_shape: List[int]) -> torch.Tensor:
-    """``x[:, index]`` of a (B, m) tensor, returned as a fresh (B, *out_shape) tensor; backward ``g[:, inverse]``."""
+    """``x[:, index]`` of a (B, …) tensor flattened to (B, m), returned as a fresh (B, *out_shape) tensor; backward
+    ``g[:, inverse]``, in x's shape."""
     if torch.jit.is_scripting():
-        return x.index_select(1, index).reshape([x.shape[0]] + out_shape)
+        return x.reshape([x.shape[0], index.shape[0]]).index_select(1, index).reshape([x.shape[0]] + out_shape)
     return _dispatch(x, index, inverse, out_shape)
 
 

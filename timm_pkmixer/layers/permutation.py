@@ -237,7 +237,7 @@ class FixedPermutation(DerivedStructure, nn.Module):
         """J·x, or residual + J·x with the sum written into J·x's fresh buffer."""
         if not torch.jit.is_scripting():
             self.check_materialized()
-        y = permute(x.reshape(x.shape[0], self.num), self.index, self.inverse, self.out_shape)
+        y = permute(x, self.index, self.inverse, self.out_shape)  # (B, …) flattened inside, not by a view here
         if residual is None:
             return y
         if residual.dtype == y.dtype and residual.shape == y.shape:
