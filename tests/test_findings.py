@@ -179,6 +179,27 @@ def test_fig6_the_centre_against_the_ends(findings):
     assert findings.fig6_parts(lowest_at_an_end)[0][0].verdict.word == findings.DISAGREES
 
 
+def test_the_sw_mlp_row_judges_inside_the_papers_widths_and_sets_the_s_mixer_beside(findings, monkeypatch):
+    """(b2): the SW-MLP's width comparison uses only C.4 (ii)'s widths; the best S-Mixer of the same sweep is
+    compared with the widest of them, lower error the paper's side."""
+    def sw(m, err):
+        return FakeArm(findings, [[err + 0.01 * i] * 5 for i in (-1, 0, 1)], name=f'sw{m}', family='SW-MLP',
+                       permutation=None, width=m, density=2 ** 18 / m ** 2 / 8)
+
+    def mixer(err):
+        return FakeArm(findings, [[err + 0.01 * i] * 5 for i in (-1, 0, 1)], name='c64', family='S-Mixer',
+                       permutation=('normal',), dim=64, num_tokens=64, width=4096)
+    monkeypatch.setattr(findings, '_has', lambda folder, name='epochs.csv': True)
+    for s_mixer_err, word in ((10.0, findings.AGREES), (14.0, findings.DISAGREES)):
+        group = {a.name: a for a in (sw(540, 13.0), sw(1619, 12.0), sw(4096, 11.0), mixer(s_mixer_err))}
+        monkeypatch.setattr(findings, 'arms', lambda folder, group=group: group)
+        f = findings.finding_fig5_sw()
+        assert [p.name for p in f.parts] == ['SW-MLP: m = 1619 − m = 540',
+                                             'S-Mixer C = 64, S = 64 (m = 4096) − SW-MLP m = 1619']
+        assert [p.verdict.word for p in f.parts] == [findings.AGREES, word]
+        assert f.parts[1].difference.startswith(f'{s_mixer_err - 12.0:+.2f} [')
+
+
 def test_experiments_not_yet_run_say_so_and_make_up_no_number(findings, tmp_path, monkeypatch):
     monkeypatch.setattr(findings, 'HERE', tmp_path / 'fashion_mnist')
     every = findings.all_findings()
@@ -187,7 +208,7 @@ def test_experiments_not_yet_run_say_so_and_make_up_no_number(findings, tmp_path
     page = findings.render(every)
     assert '| a1 | RP S-Mixer matches or beats normal (S = C = 64, L = 8) | — | — | — | — | — | not yet run |' in page
     cells = findings.coverage_cells(every)
-    assert cells['Fig. 6 (a–c)'] == 'e (`benchmarks/fashion_mnist/fig6/`): not yet run'
+    assert cells['Fig. 6 (a–c)'] == 'e (`benchmarks/fashion_mnist/width_o18/`): not yet run'
     assert cells['Table S.3'].endswith('g2 (`benchmarks/speed/rp_cost/`): not yet run')
 
 

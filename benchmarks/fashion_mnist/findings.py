@@ -33,11 +33,12 @@ END = '<!-- end of findings -->'
 # ------------------------------------------------------------------ where the results are (folders under HERE)
 RP_DIR = 'rp'                      # (a) RP against normal: the S-Mixer L = 8 and the MLP-Mixer L = 3
 FIG5_DIR = 'fig5'                  # (b) Fig. 5: width at fixed Ω, S-Mixers and SW-MLPs
-FIG5_SW_DIR = 'fig5_sw'            # (b2) the SW-MLP at C.4 (ii)'s own widths (m = 540 … 1619)
+WIDTH_O18_DIR = 'width_o18'       # (b2, e) one sweep at Ω = 2^18: S-Mixers over C.4's (C, S), SW-MLPs over C.4 (ii)'s m
+FIG5_SW_DIR = WIDTH_O18_DIR        # (b2) the SW-MLP at C.4 (ii)'s own widths (m = 540 … 1619), the S-Mixers beside
 FIG2D_DIR = 'fig2d'                # (c) Fig. 2(d): shallow Monarch against Kronecker
 CKA_DIR = 'fig2'                   # (d) Fig. 2(a): the CKA of the trained Mixer against SW-MLPs
 CKA_CONTROL_DIR = 'fig2_untrained'  # (d2) the same CKA on untrained models: the control
-FIG6_DIR = 'fig6'                  # (e) Fig. 6: error against C at fixed Ω
+FIG6_DIR = WIDTH_O18_DIR           # (e) Fig. 6: error against C at fixed Ω (the same sweep's S-Mixers)
 FIG7_DIR = 'rp_c4crop'             # (f) Fig. 7: RP against normal at L = 4 and 8
 COST_DIRS = ('rp_cost', 'rp_cost_gpu')   # (g) folders under benchmarks/speed: the S-Mixer's RP cost
 # where an experiment's committed runs ran, when not on a CPU (train.py's args.yaml does not record it)
@@ -555,7 +556,7 @@ def finding_fig5() -> Finding:
 
 def finding_fig5_sw() -> Finding:
     """(b2) Fig. 5's SW-MLP arm at C.4 (ii)'s own widths: error falls as m grows."""
-    claim = "SW-MLP error falls with m inside C.4 (ii)'s widths"
+    claim = "SW-MLP error falls with m inside C.4 (ii)'s widths; the S-Mixer beats them at the same Ω"
     paper = 'Fig. 5 (C.4 (ii)): Ω = 2^18, m = 540 … 1619, CIFAR/STL, 200 ep., 3 seeds'
     if not _has(FIG5_SW_DIR):
         return _not_run('b2', claim, paper, FIG5_SW_DIR,
@@ -573,11 +574,23 @@ def finding_fig5_sw() -> Finding:
         part, c = _width_part('SW-MLP', inside)
         f.parts = [part]
         f.number = f'm = {inside[-1].description.width} − m = {inside[0].description.width}: {c.text()}'
+    mixers = [a for a in arms(FIG5_SW_DIR).values() if _kind(a) == 'normal']
+    if mixers and inside:  # Fig. 5's comparison: the S-Mixer (wider, sparser) against the widest SW-MLP, same Ω
+        mixer, widest = min(mixers, key=lambda a: a.mean), inside[-1]
+        d = mixer.description
+        part, c = _part(f'S-Mixer C = {d.dim}, S = {d.num_tokens} (m = {d.width}) − SW-MLP m = '
+                        f'{widest.description.width}', mixer, widest, lambda c: direction(c, lower=True),
+                        'S-Mixer', 'SW-MLP')
+        f.parts.append(part)
+        f.number += f'; S-Mixer − SW-MLP: {c.text()}'
     f.judge()
     f.sentence = plain(f, 'Inside the paper\'s widths the wider SW-MLP\'s error ends ' + (
         _ahead(float(f.parts[0].difference.split()[0])) + ' the narrowest\'s' if len(inside) > 1 else 'unmeasured'))
     f.notes = ['All arms: ' + '; '.join(f'm = {a.description.width} (p = {a.description.density:.3g}): '
                                          f'{a.spread()}' for a in group) + '.']
+    if mixers:
+        f.notes.append('The S-Mixer beside them is the best of the same sweep\'s (C, S) pairs (row e), chosen after '
+                       'the runs: its interval is not corrected for that choice.')
     return f
 
 
@@ -778,7 +791,10 @@ def finding_fig6() -> Finding:
     f.sentence = plain(f, f'Against the arm nearest C = S: {f.number}')
     d = every[0].description
     f.notes = [f'Ω = 2^{round(math.log2(d.omega))}, L = {d.depth}; C = '
-               f'{", ".join(str(c) for c in sorted({a.description.dim for a in every}))}; Fashion-MNIST.',
+               f'{", ".join(str(c) for c in sorted({a.description.dim for a in every}))}; Fashion-MNIST. The sweep '
+               f'is Fig. 5\'s recipe (C.4\'s training, L = {d.depth}, {every[0].epochs} epochs) at C.4\'s (C, S) '
+               f'pairs for this Ω; Fig. 6 trains L = 12 with Table S.2\'s settings for 600–2000 epochs. Normal '
+               f'S-Mixers only: the RP arm was cut for CPU time.',
                'Arms: ' + '; '.join(f'{_kind(a)} C = {a.description.dim}, S = {a.description.num_tokens}: '
                                     f'{a.spread()}' for a in sorted(every, key=lambda a: (_kind(a),
                                                                                           a.description.dim))) + '.']
