@@ -129,6 +129,22 @@ def test_explain_lists_each_setting_value_and_source(tmp_path, capsys):
     assert '| L | 4, 8, 12, 16, 20 | C.6 |' in (tmp_path / 'SWEEP.md').read_text()
 
 
+def test_sweep_md_carries_the_base_recipes_own_notes(tmp_path):
+    """Where a recipe says it differs from the paper (its comments), SWEEP.md says it too: every comment line of the
+    base recipe, in order, without the metadata lines."""
+    assert pkmixer(['sweep', 'fashion_mnist/s_mixer_fig5', '--dims', '64', '--seeds', '0',
+                    '--out-dir', str(tmp_path)]) == 0
+    text = (tmp_path / 'SWEEP.md').read_text()
+    notes = text.split("The base recipe's own notes (its comments, as written in fashion_mnist/s_mixer_fig5", 1)[1]
+    block = notes.split('```text\n', 1)[1].split('```', 1)[0].splitlines()
+    recipe = (ROOT / 'train_recipes' / 'fashion_mnist' / 's_mixer_fig5.yaml').read_text().splitlines()
+    comments = [line[2:] for line in recipe if line.startswith('# ')
+                and not line.startswith(('# paper:', '# figure:', '# wandb group:'))]
+    assert block == comments and len(block) > 10
+    assert any(line.startswith('* 10 epochs, not C.4\'s 200') for line in block)
+    assert not any(line.startswith(('paper:', 'figure:')) for line in block)
+
+
 def test_train_recipes_readme_lists_every_figure_with_its_sources():
     text = (ROOT / 'train_recipes' / 'README.md').read_text()
     assert figures_markdown() in text, ('train_recipes/README.md: paste the output of `python -c "from timm_pkmixer.'

@@ -28,7 +28,7 @@ from .sweep_tables import FIGURES
 __all__ = [
     'RecipeError', 'RecipeInfo', 'recipe_root', 'list_recipes', 'resolve_recipe', 'load_recipe', 'check_recipe_keys',
     'BatchAndLr', 'resolve_batch_and_lr', 'COMMENT_KEYS', 'RecipeComments', 'read_recipe_comments',
-    'parse_recipe_comments', 'comment_line',
+    'parse_recipe_comments', 'comment_line', 'recipe_notes',
 ]
 
 
@@ -87,6 +87,18 @@ def parse_recipe_comments(text: str, name: str = 'recipe') -> RecipeComments:
 def read_recipe_comments(path: Union[str, Path]) -> RecipeComments:
     """The comment metadata of the recipe file at `path` (:func:`parse_recipe_comments`)."""
     return parse_recipe_comments(_recipe_text(Path(path)), str(path))
+
+
+def recipe_notes(path: Union[str, Path]) -> List[str]:
+    """The recipe's own words: every comment line of the file at `path`, in order, without its ``#`` and without the
+    metadata lines (:data:`COMMENT_KEYS`); an empty comment line is kept as ''. What the recipe says it takes from the
+    paper and where it differs, carried into a sweep's SWEEP.md."""
+    notes = []
+    for line in _recipe_text(Path(path)).splitlines():
+        text = line.strip()
+        if text.startswith('#') and not _COMMENT_LINE.match(text):
+            notes.append(text[1:].rstrip()[1:] if text[1:2] == ' ' else text[1:].rstrip())
+    return notes
 
 
 def _recipe_text(path: Path) -> str:

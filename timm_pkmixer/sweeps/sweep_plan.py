@@ -26,7 +26,7 @@ from ..errors import InvalidArgumentError
 from ..permutation_kinds import PERMUTATION_KINDS
 from ..runs.run_folder import SEED_RANGE
 from ..validation import choice
-from .recipes import load_recipe, read_recipe_comments, resolve_recipe
+from .recipes import load_recipe, read_recipe_comments, recipe_notes, resolve_recipe
 from .sweep_planners import PLANNERS, ExperimentPoint, SweepInput
 from .sweep_tables import (
     EXPERIMENTS,
@@ -68,6 +68,7 @@ class SweepPlan:
     settings: List[Setting]
     differs: List[str]      # settings of the base recipe that differ from the paper's for this figure
     readings: Dict[str, str] = field(default_factory=dict)  # disagreement key → the reading used
+    notes: List[str] = field(default_factory=list)  # the base recipe's comment lines (recipes.recipe_notes)
 
 
 def check_seeds(seeds: Sequence[Any]) -> List[int]:
@@ -422,7 +423,7 @@ def plan_sweep(
                  for name, v in options.items() if v is not None]
     settings += [Setting(f'model_kwargs.{k}', v, 'given (model_kwargs)') for k, v in user_kwargs.items()]
     return SweepPlan(str(recipe), experiment, fig, fig_source, points, list(seeds), settings, differs,
-                     {k: r.name for k, r in used.items()})
+                     {k: r.name for k, r in used.items()}, recipe_notes(path))
 
 
 def experiment_points(base_recipe: str, experiment: Optional[str] = None, **kwargs: Any) -> List[ExperimentPoint]:

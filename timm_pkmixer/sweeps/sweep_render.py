@@ -29,6 +29,9 @@ def explain(plan: SweepPlan) -> str:
                 + ('' if r.name == plan.readings[d.key] else f' → `--reading {d.key}={r.name}`') for r in d.readings))
     if plan.differs:
         lines += ['', 'The base recipe differs from the paper for this figure:'] + [f'- {d}' for d in plan.differs]
+    if plan.notes:
+        lines += ['', f'The base recipe\'s own notes (its comments, as written in {plan.recipe}: what it '
+                      'takes from the paper, and where and why it differs):', '', '```text', *plan.notes, '```']
     return '\n'.join(lines) + '\n'
 
 
