@@ -77,8 +77,9 @@ _SAME_BITS = {torch.bfloat16: torch.int16, torch.float16: torch.int16}
 
 def _index_select_into(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
     """x (B, …) → x[:, index] of its (B, m) flattening as a fresh (B, *out_shape) tensor, by index_select (one row at
-    a time)."""
-    return _shaped(torch.index_select(_flat(x, index.shape[0]), 1, index), out_shape)
+    a time). :func:`_flat` and :func:`_shaped` written out: the eager path's every call counts."""
+    y = torch.index_select(x if x.dim() == 2 else x.reshape(x.shape[0], index.shape[0]), 1, index)
+    return y if len(out_shape) == 1 else y.resize_((y.shape[0], *out_shape))
 
 
 def _gather_into(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
@@ -109,14 +110,15 @@ class _Permute(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor, out_shape: Sequence[int],
                 kernel: Callable) -> torch.Tensor:
-        ctx.index, ctx.inverse, ctx.in_shape, ctx.kernel = index, inverse, x.shape[1:], kernel
+        ctx.gather = (index, inverse, x.shape[1:], kernel)  # one attribute: each costs a set and a get per call
         return kernel(x, index, out_shape)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
+        index, inverse, in_shape, kernel = ctx.gather
         if torch.is_grad_enabled():  # create_graph=True: the backward gather is differentiable too
-            return _Permute.apply(grad, ctx.inverse, ctx.index, ctx.in_shape, ctx.kernel), None, None, None, None
-        return ctx.kernel(grad, ctx.inverse, ctx.in_shape), None, None, None, None
+            return _Permute.apply(grad, inverse, index, in_shape, kernel), None, None, None, None
+        return kernel(grad, inverse, in_shape), None, None, None, None
 
 
 # ---------------------------------------------------------------- the same kernels in compiled and exported graphs
@@ -200,7 +202,7 @@ def plain_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor,
 # ---------------------------------------------------------------- backend: tuned (index_select or gather)
 
 _CANDIDATES: Dict[str, Callable] = {'index_select': _index_select_into, 'gather': _gather_into}
-_TUNED: Dict[tuple, str] = {}
+_TUNED: Dict[tuple, Callable] = {}  # (dtype, B, m, threads, device or None for the CPU) -> the faster kernel
 
 
 def _time_once(kernel: Callable, x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> float:
@@ -232,14 +234,14 @@ def tuned_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor,
     was first seen. Both compute the same values; only the time differs."""
     if torch.compiler.is_compiling():  # nothing to time in a graph being traced
         return index_select_gather(x, index, inverse, out_shape)
-    if x.shape[0] == 0:  # an empty batch: nothing to time
+    batch = x.shape[0]
+    if batch == 0:  # an empty batch: nothing to time
         kernel = _index_select_into
-    else:
-        key = (x.device, x.dtype, x.shape[0], index.shape[0], torch.get_num_threads())
-        name = _TUNED.get(key)
-        if name is None:
-            name = _TUNED[key] = _pick(x.detach(), index, out_shape)
-        kernel = _CANDIDATES[name]
+    else:  # the key holds no torch.device on a CPU: building and hashing one costs more than the lookup
+        key = (x.dtype, batch, index.shape[0], torch.get_num_threads(), None if x.is_cpu else x.device)
+        kernel = _TUNED.get(key)
+        if kernel is None:
+            kernel = _TUNED[key] = _CANDIDATES[_pick(x.detach(), index, out_shape)]
     if x.requires_grad and torch.is_grad_enabled():
         return _Permute.apply(x, index, inverse, out_shape, kernel)
     return kernel(x, index, out_shape)
@@ -247,7 +249,9 @@ def tuned_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor,
 
 def tuned_choices() -> Dict[tuple, str]:
     """The choices the tuned backend has made: {(device, dtype, batch, m, threads): backend}."""
-    return dict(_TUNED)
+    names = {kernel: name for name, kernel in _CANDIDATES.items()}
+    return {(torch.device('cpu') if device is None else device, dtype, b, m, threads): names[kernel]
+            for (dtype, b, m, threads, device), kernel in _TUNED.items()}
 
 
 # ---------------------------------------------------------------- backend: opaque custom op
@@ -324,9 +328,11 @@ def gather_backend(device_type: str, mode: str) -> GatherFn:
 @torch.jit.unused
 def _dispatch(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor, out_shape: List[int]) -> torch.Tensor:
     mode = current_mode()  # gather_backend inlined: this runs for every permutation of every step
-    spec = GATHER_TABLE.get((x.device.type, mode)) or GATHER_TABLE[('*', mode)]
+    # x.is_cpu, not x.device.type alone: reading torch.device.type cost ~4 µs a call beside autograd (rp_cost.py)
+    device_type = 'cpu' if x.is_cpu else x.device.type
+    spec = GATHER_TABLE.get((device_type, mode)) or GATHER_TABLE[('*', mode)]
     fn = _RESOLVED.get(spec)
-    return (fn or gather_backend(x.device.type, mode))(x, index, inverse, out_shape)
+    return (fn or gather_backend(device_type, mode))(x, index, inverse, out_shape)
 
 
 def permute(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor, out_shape: List[int]) -> torch.Tensor:
