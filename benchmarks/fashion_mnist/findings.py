@@ -556,7 +556,7 @@ def finding_fig5() -> Finding:
 
 def finding_fig5_sw() -> Finding:
     """(b2) Fig. 5's SW-MLP arm at C.4 (ii)'s own widths: error falls as m grows."""
-    claim = "SW-MLP error falls with m inside C.4 (ii)'s widths; the S-Mixer beats them at the same Ω"
+    claim = "Error falls with width at fixed Ω: the SW-MLP over C.4 (ii)'s m, the wider S-Mixer below it"
     paper = 'Fig. 5 (C.4 (ii)): Ω = 2^18, m = 540 … 1619, CIFAR/STL, 200 ep., 3 seeds'
     if not _has(FIG5_SW_DIR):
         return _not_run('b2', claim, paper, FIG5_SW_DIR,
@@ -567,16 +567,17 @@ def finding_fig5_sw() -> Finding:
                 folder=f'fashion_mnist/{FIG5_SW_DIR}',
                 command=_cmd(FIG5_SW_DIR))
     if len(inside) < 2:
-        f.parts = [Part('SW-MLP widths', ', '.join(f'm = {a.description.width}' for a in group), '—',
-                        Verdict(OUTSIDE, 'fewer than two arms inside the paper\'s widths'))]
+        why = (Verdict(OUTSIDE, 'fewer than two arms inside the paper\'s widths') if len(group) > len(inside) else
+               Verdict(MEASURED, 'one width measured: nothing to compare'))
+        f.parts = [Part('SW-MLP widths', ', '.join(f'm = {a.description.width}' for a in group), '—', why)]
         f.number = '—'
     else:
         part, c = _width_part('SW-MLP', inside)
         f.parts = [part]
         f.number = f'm = {inside[-1].description.width} − m = {inside[0].description.width}: {c.text()}'
     mixers = [a for a in arms(FIG5_SW_DIR).values() if _kind(a) == 'normal']
-    if mixers and inside:  # Fig. 5's comparison: the S-Mixer (wider, sparser) against the widest SW-MLP, same Ω
-        mixer, widest = min(mixers, key=lambda a: a.mean), inside[-1]
+    if mixers and inside:  # Fig. 5's one trend across families: the widest S-Mixer (C = S) below the widest SW-MLP
+        mixer, widest = max(mixers, key=lambda a: a.description.width), inside[-1]
         d = mixer.description
         part, c = _part(f'S-Mixer C = {d.dim}, S = {d.num_tokens} (m = {d.width}) − SW-MLP m = '
                         f'{widest.description.width}', mixer, widest, lambda c: direction(c, lower=True),
@@ -584,13 +585,18 @@ def finding_fig5_sw() -> Finding:
         f.parts.append(part)
         f.number += f'; S-Mixer − SW-MLP: {c.text()}'
     f.judge()
-    f.sentence = plain(f, 'Inside the paper\'s widths the wider SW-MLP\'s error ends ' + (
-        _ahead(float(f.parts[0].difference.split()[0])) + ' the narrowest\'s' if len(inside) > 1 else 'unmeasured'))
+    said = [('Inside the paper\'s widths the widest SW-MLP\'s error ends '
+             f'{_ahead(float(f.parts[0].difference.split()[0]))} the narrowest\'s') if len(inside) > 1 else
+            'One SW-MLP width was measured']
+    if len(f.parts) > 1:
+        said.append(f'the widest S-Mixer\'s ends {_ahead(float(f.parts[1].difference.split()[0]))} the widest '
+                    'SW-MLP\'s')
+    f.sentence = plain(f, '; '.join(said))
     f.notes = ['All arms: ' + '; '.join(f'm = {a.description.width} (p = {a.description.density:.3g}): '
                                          f'{a.spread()}' for a in group) + '.']
     if mixers:
-        f.notes.append('The S-Mixer beside them is the best of the same sweep\'s (C, S) pairs (row e), chosen after '
-                       'the runs: its interval is not corrected for that choice.')
+        f.notes.append('The S-Mixer beside them is the same sweep\'s widest, C = S (row e\'s centre), fixed before '
+                       'the runs: Fig. 5 plots one error-against-width trend for S-Mixers and SW-MLPs alike.')
     return f
 
 
