@@ -69,6 +69,16 @@ def test_eager_permute_paths_agree(backend):
         torch.testing.assert_close(torch.autograd.grad(y, x, g)[0], g[:, perm.inverse.long()], rtol=0, atol=0)
         with torch.no_grad():
             torch.testing.assert_close(permute(x, perm.index, perm.inverse, [64]), ref, rtol=0, atol=0)
+        # a backend takes x in its layer's shape, contiguous or not: (4, 8, 8) as a transposed view, out (8, 8)
+        shaped = torch.randn(4, 8, 8, requires_grad=True)
+        xt = shaped.transpose(1, 2)
+        y = permute(xt, perm.index, perm.inverse, [8, 8])
+        assert y.shape == (4, 8, 8) and y.is_contiguous() and y._base is None
+        torch.testing.assert_close(y.reshape(4, 64), xt.detach().reshape(4, 64)[:, perm.index.long()], rtol=0, atol=0)
+        g = torch.randn(4, 8, 8)
+        (gx,) = torch.autograd.grad(y, xt, g)
+        assert gx.shape == xt.shape
+        torch.testing.assert_close(gx.reshape(4, 64), g.reshape(4, 64)[:, perm.inverse.long()], rtol=0, atol=0)
 
 
 def _graph_targets(fn, *args) -> set:
