@@ -793,7 +793,7 @@ def finding_fig6() -> Finding:
     f = Finding('e', claim, paper, parts=[p for p, _ in found], seeds=_seeds(every, 3),
                 epochs=f'{every[0].epochs} / 600–2000', folder=f'fashion_mnist/{FIG6_DIR}',
                 command=_cmd(FIG6_DIR)).judge()
-    f.number = '; '.join(f'{p.name.split(" (")[0]} {c.diff:+.2f}' for p, c in found[:2]) or '—'
+    f.number = '; '.join(f'{p.name.split(" (")[0]} {c.text()}' for p, c in found[:2]) or '—'
     f.sentence = plain(f, f'Against the arm nearest C = S: {f.number}')
     d = every[0].description
     f.notes = [f'Ω = 2^{round(math.log2(d.omega))}, L = {d.depth}; C = '
