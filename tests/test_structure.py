@@ -60,6 +60,26 @@ def test_a_backend_from_a_new_file_is_one_table_entry(monkeypatch):
     assert GATHER_TABLE[('cpu', 'eager')] == 'tuned'  # the table is restored
 
 
+def test_a_backend_function_without_an_import_path_is_one_table_entry_for_a_block():
+    """use_gather_backend takes the function itself (a script loaded from a file has no import path): every
+    permutation goes through it inside the block, the table and its name are restored after."""
+    calls = []
+
+    def counting_gather(x, index, inverse, out_shape):
+        calls.append(tuple(x.shape))
+        return x.reshape(x.shape[0], index.shape[0]).index_select(1, index).reshape(x.shape[0], *out_shape)
+    model = randomize_(timm.create_model('s_mixer_rp_s64c64_32', num_blocks=2)).eval()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        ref = model(x)
+        with use_gather_backend(counting_gather, 'cpu', modes=('eager',)):
+            assert GATHER_TABLE[('cpu', 'eager')].endswith(':test_a_backend_function_without_an_import_path_is_one_'
+                                                           'table_entry_for_a_block.<locals>.counting_gather')
+            got = model(x)
+    assert len(calls) == 2 * 4 and torch.equal(got, ref)
+    assert GATHER_TABLE[('cpu', 'eager')] == 'tuned'
+
+
 def test_tuned_backend_picks_per_case_and_thread_count():
     perm = FixedPermutation(4096, (64, 64), seed=0, key='t')
     old = torch.get_num_threads()

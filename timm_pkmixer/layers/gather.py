@@ -36,7 +36,7 @@ first use. :func:`use_gather_backend` switches an entry for a block of code (tes
 import contextlib
 import pkgutil
 import time
-from typing import Callable, Dict, Iterator, List, Sequence, Tuple, Type
+from typing import Callable, Dict, Iterator, List, Sequence, Tuple, Type, Union
 
 import torch
 
@@ -344,9 +344,11 @@ def permute(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor, out_sha
 
 
 @contextlib.contextmanager
-def use_gather_backend(spec: str, device_type: str = '*', modes: Sequence[str] = MODES) -> Iterator[None]:
+def use_gather_backend(spec: Union[str, GatherFn], device_type: str = '*',
+                       modes: Sequence[str] = MODES) -> Iterator[None]:
     """Run a block with `spec` as the backend for `device_type` ('*': every device type) in `modes`, then
-    restore the table.
+    restore the table. `spec` is a built-in name, ``'package.module:function'``, or the backend function itself
+    (entered in the table as ``'module:qualname'``; a script loaded from a file has no import path to name).
 
     Compiled graphs keep the backend they were traced with: reset dynamo (``torch._dynamo.reset()``)
     between compilations with different backends.
@@ -354,7 +356,10 @@ def use_gather_backend(spec: str, device_type: str = '*', modes: Sequence[str] =
     for mode in modes:
         if mode not in MODES:
             raise ValueError(f'mode must be one of {MODES}, got {mode!r}')
-    if spec not in _RESOLVED:
+    if callable(spec):
+        fn, spec = spec, f'{spec.__module__}:{spec.__qualname__}'
+        _RESOLVED[spec] = fn  # this function, even where an earlier one had the same name
+    elif spec not in _RESOLVED:
         _RESOLVED[spec] = pkgutil.resolve_name(spec)
     devices = {device_type}
     if device_type == '*':  # everywhere: also replace the entries of specific device types
