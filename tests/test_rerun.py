@@ -162,3 +162,18 @@ def test_arms_are_the_committed_runs_equal_but_for_the_seed(committed):
     arms = module.arms(read_epochs_csv(experiment / 'epochs.csv'))
     assert sorted((module.arm_name(a[0]), sorted(r.seed for r in a)) for a in arms) == [('normal', [0, 1]),
                                                                                        ('random', [0, 1])]
+
+
+def test_arms_reruns_only_the_arms_matched_and_names_those_left_out(committed, rerun_dir, tmp_path):
+    experiment, data, _ = committed
+    work = tmp_path / 'work'
+    shutil.copytree(rerun_dir, work)
+    proc = _rerun(experiment, '--seed', 0, '--data-dir', data, '--train-py', MINI, '--work-dir', work,
+                  '--arms', 'rand*')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert set(_rows(work / 'rerun.csv')) == {'random'}
+    assert '[rerun] normal: not rerun (not matched by --arms rand*)' in proc.stdout
+    proc = _rerun(experiment, '--seed', 0, '--data-dir', data, '--train-py', MINI, '--work-dir', work,
+                  '--arms', 'sw_mlp_*')
+    assert proc.returncode != 0 and 'no committed run of seed 0 in' in proc.stderr
+    assert 'matched by --arms sw_mlp_*' in proc.stderr

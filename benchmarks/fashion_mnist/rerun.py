@@ -1,7 +1,8 @@
 """Rerun one seed of a committed experiment and compare it with the committed runs.
 
     python benchmarks/fashion_mnist/rerun.py benchmarks/fashion_mnist/fig2d --seed 0 --data-dir data/fmnist \\
-        --train-py PATH/train.py [--work-dir W] [--epochs-check N] [--parallel K] [-- train.py arguments]
+        --train-py PATH/train.py [--work-dir W] [--epochs-check N] [--arms GLOB ...] [--parallel K]
+        [-- train.py arguments]
 
 From the experiment's committed ``epochs.csv`` (every run's configuration is there) it rebuilds the recipe of each
 arm's run of seed S (an arm: the committed runs equal in every argument but the seed), with ``data_dir`` set to
@@ -20,10 +21,12 @@ the committed run of that seed, epoch by epoch:
 the committed schedule, so those epochs are the committed run's first N, not a shorter run's). The table is printed
 and written to ``W/rerun.csv``; the exit status is 1 when a rerun lies outside the committed spread (or did not
 reach the epochs compared), 0 otherwise. A work folder is reused: an arm whose run already has the epochs compared is
-not run again.
+not run again. ``--arms`` reruns only the arms whose names match one of the shell patterns (``'sw_mlp_*'``); an arm
+left out is listed as not rerun, and a later call without ``--arms`` in the same work folder compares every arm.
 """
 import argparse
 import csv
+import fnmatch
 import math
 import os
 import signal
@@ -169,14 +172,18 @@ def _fmt(value: Any) -> str:
 
 
 def rerun(experiment: Path, seed: int, data_dir: Path, train_py: str, work_dir: Path,
-          epochs_check: Optional[int] = None, train_args: Sequence[str] = DEFAULT_TRAIN_ARGS, parallel: int = 1
-          ) -> Tuple[List[Dict[str, Any]], List[str]]:
-    """Rebuild, run and compare seed `seed` of each arm of `experiment` (see the module docstring): (the rows,
-    problems that are not a comparison: arms without the seed, launches that failed, configurations that differ)."""
+          epochs_check: Optional[int] = None, train_args: Sequence[str] = DEFAULT_TRAIN_ARGS, parallel: int = 1,
+          only: Sequence[str] = ()) -> Tuple[List[Dict[str, Any]], List[str]]:
+    """Rebuild, run and compare seed `seed` of each arm of `experiment` (see the module docstring), or of the arms
+    whose names match a pattern of `only`: (the rows, problems that are not a comparison: arms without the seed or
+    left out, launches that failed, configurations that differ)."""
     committed = read_epochs_csv(experiment / 'epochs.csv')
     problems: List[str] = []
     chosen: List[Tuple[Run, List[Run], Path, Path]] = []
     for arm in arms(committed):
+        if only and not any(fnmatch.fnmatchcase(arm_name(arm[0]), pattern) for pattern in only):
+            problems.append(f'{arm_name(arm[0])}: not rerun (not matched by --arms {" ".join(only)})')
+            continue
         of_seed = [r for r in arm if r.seed == seed]
         if not of_seed:
             problems.append(f'{arm_name(arm[0])}: no committed run of seed {seed} (seeds '
@@ -192,7 +199,8 @@ def rerun(experiment: Path, seed: int, data_dir: Path, train_py: str, work_dir: 
             path.write_text(text, encoding='utf-8')
         chosen.append((run, arm, arm_dir, arm_dir / 'runs' / name))
     if not chosen:
-        raise SystemExit(f'rerun: no committed run of seed {seed} in {experiment / "epochs.csv"}')
+        raise SystemExit(f'rerun: no committed run of seed {seed} in {experiment / "epochs.csv"}'
+                         + (f' matched by --arms {" ".join(only)}' if only else ''))
     jobs = [(a, r, min(epochs_check or len(c.epochs), len(c.epochs))) for c, _, a, r in chosen]
     problems += run_arms(jobs, train_py, train_args, epochs_check, parallel)
     rows = []
@@ -237,6 +245,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help='where the recipes and runs go (default ./rerun-<experiment>-seed<S>); reused')
     p.add_argument('--epochs-check', type=int, default=None,
                    help='compare the first N epochs only (each rerun is stopped after its N-th)')
+    p.add_argument('--arms', nargs='+', default=(), metavar='GLOB',
+                   help="rerun only the arms whose names match one of these shell patterns (e.g. 'sw_mlp_*')")
     p.add_argument('--parallel', type=int, default=1, help='arms run at once (default 1, one thread each)')
     args = p.parse_args(argv)
     if not args.train_py:
@@ -246,7 +256,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     work = args.work_dir or Path(f'rerun-{args.experiment.resolve().name}-seed{args.seed}')
     work.mkdir(parents=True, exist_ok=True)
     rows, problems = rerun(args.experiment, args.seed, args.data_dir, args.train_py, work, args.epochs_check,
-                           train_args, args.parallel)
+                           train_args, args.parallel, args.arms)
     shown = ('arm', 'seed', 'epochs_compared', 'verdict', 'top1_err', 'committed_top1_err', 'spread_min',
              'spread_max', 'first_differing_epoch', 'max_abs_top1_diff', 'env')
     print(markdown_table(shown, ([_fmt(r.get(c, '')) for c in shown] for r in rows)))
