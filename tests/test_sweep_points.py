@@ -431,3 +431,17 @@ def test_sweep_refuses_a_wandb_project_wandb_would_refuse(tmp_path, capsys, name
     assert captured.out == '' and not (tmp_path / 'o').exists()
     with pytest.raises(InvalidArgumentError, match=r'^wandb_project '):
         write_sweep('cifar10/s_mixer_fig7', str(tmp_path / 'lib'), log_wandb=True, wandb_project=name)
+
+
+def test_fig_s4_explain_names_the_s_and_l_built_against_its_caption():
+    """Fig. S.4's rows 'S = C' and 'L' hold the caption's 128 and 8; the Fashion-MNIST recipe's S = C = 64 model and
+    the text reading's S = C = 64, L = 4 are marked CHANGED, each by what changed it."""
+    cifar = plan_sweep('cifar10/s_mixer_fig7', experiment='rp-block', seeds=[0])
+    assert (_setting(cifar, 'S = C').value, _setting(cifar, 'S = C').source) == (128, 'Fig. S.4 caption')
+    fm = plan_sweep('fashion_mnist/s_mixer_fig7', experiment='rp-block', seeds=[0])
+    assert (_setting(fm, 'S = C').value, _setting(fm, 'S = C').source) == (
+        '64', "CHANGED by the base recipe's model, in place of 128 (Fig. S.4 caption)")
+    assert _setting(fm, 'L').value == 8
+    text = plan_sweep('fashion_mnist/s_mixer_fig7', experiment='rp-block', seeds=[0], readings={'geometry': 'text'})
+    assert (_setting(text, 'L').value, _setting(text, 'L').source) == (
+        '4', "CHANGED by reading geometry=text, in place of 8 (the registered S-Mixer's: the caption gives no L)")

@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from timm.optim import create_optimizer_v2
 
 import timm_pkmixer  # noqa: F401  (registers the models)
-from timm_pkmixer.layers.gather import gather_spec, tuned_choices, use_gather_backend
+from timm_pkmixer.layers.gather import _backend, _flat, _shaped, gather_spec, tuned_choices, use_gather_backend
 from timm_pkmixer.sweeps.recipes import load_recipe, resolve_recipe
 
 RECIPE = 'fashion_mnist/s_mixer_fig7'
@@ -128,18 +128,12 @@ def copy_kernel(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) 
     """A stand-in for the gather that moves the same bytes in order: a contiguous copy of x's (B, m) flattening, as
     (B, *out_shape). Its values are wrong (nothing is permuted): it times what an RP step would cost with a gather as
     fast as a copy."""
-    from timm_pkmixer.layers.gather import _flat, _shaped
     return _shaped(_flat(x, index.shape[0]).clone(memory_format=torch.contiguous_format), out_shape)
 
 
-def copy_gather(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor,
-                out_shape: Sequence[int]) -> torch.Tensor:
-    """A gather backend (GATHER_TABLE's signature) running :func:`copy_kernel` through the package's autograd Function:
-    the RP model's every dispatch, Function and backward, with the gathers' memory access made sequential."""
-    from timm_pkmixer.layers.gather import _Permute
-    if x.requires_grad and torch.is_grad_enabled():
-        return _Permute.apply(x, index, inverse, out_shape, copy_kernel)
-    return copy_kernel(x, index, out_shape)
+# A gather backend (GATHER_TABLE's signature) running copy_kernel through the package's own backend factory: the RP
+# model's every dispatch, autograd Function and backward, with the gathers' memory access made sequential (eager only).
+copy_gather = _backend(copy_kernel, copy_kernel)
 
 
 class CopyStepper(Stepper):

@@ -124,23 +124,23 @@ class _Permute(torch.autograd.Function):
 # ---------------------------------------------------------------- the same kernels in compiled and exported graphs
 
 
-def _fresh(x: torch.Tensor, m: int, out_shape: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
-    """An uninitialised (B, *out_shape) output and its flat (B, m) view to write into."""
-    out = x.new_empty((x.shape[0], *out_shape))
-    return out, out.view(x.shape[0], m)  # m, not -1: a batch of 0 is a (0, m) view too
+def _fresh(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]
+           ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(an uninitialised (B, *out_shape) output, its flat (B, m) view to write into, x (B, …) as (B, m))."""
+    b, m = x.shape[0], index.shape[0]  # m, not -1: a batch of 0 is a (0, m) view too
+    out = x.new_empty((b, *out_shape))
+    return out, out.view(b, m), x.reshape(b, m)
 
 
 def _index_select_out(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
-    m = index.shape[0]
-    out, flat = _fresh(x, m, out_shape)
-    torch.index_select(x.reshape(x.shape[0], m), 1, index, out=flat)
+    out, flat_out, flat_x = _fresh(x, index, out_shape)
+    torch.index_select(flat_x, 1, index, out=flat_out)
     return out
 
 
 def _gather_out(x: torch.Tensor, index: torch.Tensor, out_shape: Sequence[int]) -> torch.Tensor:
-    m = index.shape[0]
-    out, flat = _fresh(x, m, out_shape)
-    torch.gather(x.reshape(x.shape[0], m), 1, index.long().expand(x.shape[0], -1), out=flat)
+    out, flat_out, flat_x = _fresh(x, index, out_shape)
+    torch.gather(flat_x, 1, index.long().expand(flat_x.shape[0], -1), out=flat_out)
     return out
 
 

@@ -97,7 +97,7 @@ def recipe_notes(path: Union[str, Path]) -> List[str]:
     for line in _recipe_text(Path(path)).splitlines():
         text = line.strip()
         if text.startswith('#') and not _COMMENT_LINE.match(text):
-            notes.append(text[1:].rstrip()[1:] if text[1:2] == ' ' else text[1:].rstrip())
+            notes.append(text[2:] if text.startswith('# ') else text[1:])  # text is stripped: '#' alone is ''
     return notes
 
 

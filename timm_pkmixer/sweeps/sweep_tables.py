@@ -341,7 +341,8 @@ _FIGURES += [
            params=dict(depths=DEPTHS)),
     Figure('figS4', 'Fig. S.4: one RP block among normal ones', 'rp-block', 'rp-block',
            seeds=_s('seeds', 3, 'C.6 (D.5: "consistent with those described in Section C.6")'), expects=C4_TRAINING,
-           model=(_s('points', 'all normal, all random, and each block alone random', 'D.5'),),
+           model=(_s('points', 'all normal, all random, and each block alone random', 'D.5'),
+                  _s('S = C', 128, 'Fig. S.4 caption'), _s('L', 8, "the registered S-Mixer's: the caption gives no L")),
            disagreements=(Disagreement(
                'geometry', "Fig. S.4's S = C and depth L",
                (Reading('caption', 'S = C = 128, L = 8 (the registered S-Mixer\'s: the caption gives no L)',
