@@ -330,12 +330,60 @@ def test_rows_trained_with_the_old_crop_say_so(findings):
 
 
 def test_a_committed_rerun_is_cited_in_its_row(findings):
-    """fig2d/rerun_seed0.csv (rerun.py's output) reaches row (c)'s notes: each arm's verdict and numbers."""
-    note = findings.rerun_note('fashion_mnist/fig2d')
-    assert note.startswith('Rerun with the code of this page (rerun.py): shallow_kron_28 seed 0, 2 epochs: within '
-                           'spread (error 15.25 against the committed 14.35, range 14.06–16.54)')
-    assert findings.rerun_note('fashion_mnist/rp') is None
-    assert note in next(f for f in findings.all_findings() if f.key == 'c').notes
+    """An experiment's rerun_seed*.csv (rerun.py's output) reaches its row's notes as one sentence."""
+    for f in findings.all_findings():
+        note = findings.rerun_note(f.folder)
+        if note:
+            assert note in f.notes and note.startswith(('Rerun with the code of this page (rerun.py, seed ',
+                                                        'Rebuilt with the code of this page'))
+
+
+_RERUN_COLUMNS = ('arm,run,seed,epochs_compared,verdict,top1_err,committed_top1_err,spread_min,spread_max,'
+                  'spread_seeds,first_differing_epoch,max_abs_top1_diff,env')
+
+
+def _experiment(folder: Path, runs: dict) -> None:
+    """A made-up committed experiment: epochs.csv with `runs` (name → epochs)."""
+    folder.mkdir(parents=True)
+    lines = ['run,seed,epoch,eval_top1'] + [f'{name},0,{e},80.0' for name, n in runs.items() for e in range(n)]
+    (folder / 'epochs.csv').write_text('\n'.join(lines) + '\n')
+
+
+def test_the_reruns_table_lists_every_experiment_each_arm_and_what_was_not_rerun(findings, tmp_path):
+    _experiment(tmp_path / 'exp_a', {'runs/a_seed0': 10, 'runs/b_seed0': 10, 'runs/c_seed0': 10})
+    (tmp_path / 'exp_a' / 'rerun_seed0.csv').write_text(
+        _RERUN_COLUMNS + '\n'
+        'a,runs/a_seed0,0,2,exact,14.0,14.0,13.5,14.2,0 1,,0.0,same\n'
+        'b,runs/b_seed0,0,2,exact,13.0,13.0,12.5,13.2,0 1,,0.0,same\n'
+        'c,runs/c_seed0,0,10,OUTSIDE spread,15.004,14.0,13.5,14.2,0 1,3,1.0,not recorded (committed)\n')
+    _experiment(tmp_path / 'exp_b', {'runs/a_seed0': 5})
+    (tmp_path / 'weights').mkdir()  # not an experiment: not listed
+    table = findings.rerun_table(tmp_path)
+    assert table[2:] == [
+        '| `exp_a/` | a | 0 | 2 of 10 | exact | 14.00 / 14.00 [13.50, 14.20] | same |',
+        '| `exp_a/` | b | 0 | 2 of 10 | exact | 13.00 / 13.00 [12.50, 13.20] | same |',
+        '| `exp_a/` | c | 0 | 10 of 10 | OUTSIDE spread | 15.00 / 14.00 [13.50, 14.20] | not recorded (committed) |',
+        '| `exp_b/` | — | — | — | not rerun | — | — |']
+    rows = findings.reruns(tmp_path / 'exp_a')
+    assert findings._rerun_counts(rows, findings.committed_epochs(tmp_path / 'exp_a')) == (
+        '2 arms, the first 2 of 10 epochs: 2 exact; 1 arm, all 10 epochs: 1 OUTSIDE spread')
+
+
+def test_a_rebuilt_cka_is_compared_pair_by_pair_with_the_committed_one(findings, tmp_path):
+    folder = tmp_path / 'untrained'
+    folder.mkdir()
+    head = 'model_a,model_b,mean_diagonal\n'
+    (folder / 'cka_summary.csv').write_text(head + 'm0,s1_0,0.864815\nm0,s2_0,0.865887\nm1,s1_1,0.5\n')
+    (folder / 'rerun_seed0_cka_summary.csv').write_text(head + 'm0,s1_0,0.864815\nm0,s2_0,0.865887\n')
+    assert findings.cka_rerun(folder) == (2, 2, 0.0)
+    assert findings.rerun_table(tmp_path)[2:] == [
+        '| `untrained/` | 2 CKA pairs rebuilt | — | untrained | exact | — | — |']
+    (folder / 'rerun_seed0_cka_summary.csv').write_text(head + 'm0,s1_0,0.864815\nm0,s2_0,0.865890\n')
+    assert findings.rerun_table(tmp_path)[2] == (
+        '| `untrained/` | 2 CKA pairs rebuilt | — | untrained | 1 of 2 pairs differ (largest 3e-06) | — | — |')
+    (folder / 'rerun_seed0_cka_summary.csv').write_text(head + 'm9,s1_9,0.1\n')
+    with pytest.raises(ValueError, match=r"untrained: rerun pairs not in the committed cka_summary.csv: \[\('m9'"):
+        findings.cka_rerun(folder)
 
 
 def test_the_cost_rows_read_their_own_models_results(findings):

@@ -11,7 +11,8 @@ between ``fig2/cka_summary.csv`` and the summary this writes is what training di
         --out-dir benchmarks/fashion_mnist/fig2_untrained
 
 Writes ``cka_summary.csv`` (the columns of ``pkmixer analyze cka``'s) into `--out-dir`; the models and the per-seed
-matrices go to a scratch folder (``--work-dir``).
+matrices go to a scratch folder (``--work-dir``). ``--seeds 0`` rebuilds one seed only: a rerun to set beside the
+committed rows of that seed (the build and the CKA are deterministic on one machine and thread count).
 """
 import argparse
 import csv
@@ -50,10 +51,16 @@ def main() -> int:
     p.add_argument('--out-dir', required=True, help='where cka_summary.csv goes')
     p.add_argument('--work-dir', default='cka_untrained_work', help='scratch: the initial models, per-seed CKA')
     p.add_argument('--threads', type=int, default=1)
+    p.add_argument('--seeds', type=int, nargs='+', default=None, help="only these seeds (default: the experiment's)")
     a = p.parse_args()
     work = Path(a.work_dir)
     runs = read_epochs_csv(a.epochs_csv)
     seeds = sorted({int(r.seed) for r in runs})
+    if a.seeds is not None:
+        missing = sorted(set(a.seeds) - set(seeds))
+        if missing:
+            p.error(f'seeds {missing} are not in {a.epochs_csv} (its seeds: {seeds})')
+        seeds = sorted(set(a.seeds))
     rows = []
     for seed in seeds:
         mine = [r for r in runs if int(r.seed) == seed]

@@ -981,7 +981,8 @@ def render(findings: Sequence[Finding]) -> str:
             text += f' Regenerate: {f.command}.'
         notes.append(f'- {text}')
     return '\n'.join([BEGIN, RULES, '', '## Summary', '', *summary, '', *sentences, '', '## The comparisons', '',
-                      *rows, '', '### Notes to the rows', '', *notes, END])
+                      *rows, '', '### Notes to the rows', '', *notes, '', '### Reruns', '', RERUNS, '',
+                      *rerun_table(), END])
 
 
 OLD_CROP_NOTE = ("Trained with the recipes' crop of before: timm's `rkrr` at train.py's default scale 0.08–1 and ratio "
@@ -997,17 +998,108 @@ def trained_with_old_crop(folder: str) -> bool:
                for a in arms(folder.split('/', 1)[1]).values())
 
 
+# ------------------------------------------------------------------ reruns: rerun.py's rerun_seed*.csv
+RERUN_GLOB = 'rerun_seed*.csv'                  # rerun.py's table, one per seed rerun
+CKA_RERUN_GLOB = 'rerun_seed*_cka_summary.csv'  # cka_untrained.py --seeds S: that seed's CKA rebuilt
+
+
+def reruns(folder: Path) -> List[Dict[str, str]]:
+    """The rows of an experiment folder's committed reruns (rerun.py's ``rerun_seed*.csv``), file by file."""
+    rows: List[Dict[str, str]] = []
+    for path in sorted(folder.glob(RERUN_GLOB)):
+        if not path.name.endswith('_cka_summary.csv'):
+            with open(path, newline='', encoding='utf-8') as f:
+                rows += list(csv.DictReader(f))
+    return rows
+
+
+def committed_epochs(folder: Path) -> Dict[str, int]:
+    """Each committed run's number of epochs (run name → epochs), from the folder's epochs.csv."""
+    counts: Dict[str, int] = {}
+    with open(folder / 'epochs.csv', newline='', encoding='utf-8') as f:
+        for line in csv.DictReader(f):
+            counts[line['run']] = counts.get(line['run'], 0) + 1
+    return counts
+
+
+def cka_rerun(folder: Path) -> Optional[Tuple[int, int, float]]:
+    """(pairs whose mean diagonal CKA the rerun repeats to the printed digits, pairs rerun, the largest |difference|)
+    of the folder's ``rerun_seed*_cka_summary.csv`` against its committed ``cka_summary.csv``; None without a rerun."""
+    def read(path: Path) -> Dict[Tuple[str, str], str]:
+        with open(path, newline='', encoding='utf-8') as f:
+            return {(r['model_a'], r['model_b']): r['mean_diagonal'] for r in csv.DictReader(f)}
+    paths = sorted(folder.glob(CKA_RERUN_GLOB))
+    if not paths:
+        return None
+    committed = read(folder / 'cka_summary.csv')
+    again = {k: v for path in paths for k, v in read(path).items()}
+    missing = sorted(set(again) - set(committed))
+    if missing:
+        raise ValueError(f'{folder.name}: rerun pairs not in the committed cka_summary.csv: {missing}')
+    same = sum(committed[k] == v for k, v in again.items())
+    return same, len(again), max(abs(float(committed[k]) - float(v)) for k, v in again.items())
+
+
+def _rerun_counts(rows: Sequence[Dict[str, str]], totals: Dict[str, int]) -> str:
+    """'9 arms, the first 2 of 10 epochs: 9 exact' (several phrases where the arms differ)."""
+    groups: Dict[Tuple[str, int], List[str]] = {}
+    for r in rows:
+        groups.setdefault((r['epochs_compared'], totals.get(r['run'], 0)), []).append(r['verdict'])
+    phrases = []
+    for (compared, total), verdicts in groups.items():
+        span = f'all {total} epochs' if int(compared) == total else f'the first {compared} of {total} epochs'
+        counted = ', '.join(f'{verdicts.count(v)} {v}' for v in dict.fromkeys(verdicts))
+        phrases.append(f'{len(verdicts)} arm{"s" if len(verdicts) > 1 else ""}, {span}: {counted}')
+    return '; '.join(phrases)
+
+
 def rerun_note(folder: str) -> Optional[str]:
-    """What the committed reruns of an experiment (``rerun_seed*.csv``, written by rerun.py) found, or None."""
+    """One sentence of what the committed reruns of an experiment found (the Reruns table has each arm), or None."""
     if not folder.startswith('fashion_mnist/'):
         return None
-    found = []
-    for path in sorted((HERE / folder.split('/', 1)[1]).glob('rerun_seed*.csv')):
-        with open(path, newline='', encoding='utf-8') as f:
-            found += [f'{r["arm"]} seed {r["seed"]}, {r["epochs_compared"]} epochs: {r["verdict"]} (error '
-                      f'{float(r["top1_err"]):.2f} against the committed {float(r["committed_top1_err"]):.2f}, range '
-                      f'{float(r["spread_min"]):.2f}–{float(r["spread_max"]):.2f})' for r in csv.DictReader(f)]
-    return ('Rerun with the code of this page (rerun.py): ' + '; '.join(found) + '.') if found else None
+    where = HERE / folder.split('/', 1)[1]
+    rows = reruns(where)
+    if rows:
+        seeds = ', '.join(sorted({r['seed'] for r in rows}))
+        return (f'Rerun with the code of this page (rerun.py, seed {seeds}; each arm in the Reruns table): '
+                f'{_rerun_counts(rows, committed_epochs(where))}.')
+    cka = cka_rerun(where) if (where / 'cka_summary.csv').is_file() else None
+    if cka:
+        return (f'Rebuilt with the code of this page (cka_untrained.py --seeds): {cka[0]} of {cka[1]} pairs\' mean '
+                f'diagonal CKA repeated to the printed digits (largest difference {cka[2]:.2g}).')
+    return None
+
+
+def rerun_table(root: Path = HERE) -> List[str]:
+    """The Reruns section: every committed experiment folder under `root`, each arm rerun with its verdict, or
+    'not rerun'."""
+    lines = ['| experiment | arm | seed | epochs compared | verdict | error %: rerun / committed [committed range] | '
+             'what made them (committed against rerun) |', '|---|---|---|---|---|---|---|']
+    for folder in sorted(d for d in root.iterdir() if d.is_dir()):
+        name = f'`{folder.name}/`'
+        if (folder / 'epochs.csv').is_file():
+            rows, totals = reruns(folder), committed_epochs(folder)
+            for r in rows:
+                lines.append(f'| {name} | {r["arm"]} | {r["seed"]} | {r["epochs_compared"]} of '
+                             f'{totals.get(r["run"], "?")} | {r["verdict"]} | {float(r["top1_err"]):.2f} / '
+                             f'{float(r["committed_top1_err"]):.2f} [{float(r["spread_min"]):.2f}, '
+                             f'{float(r["spread_max"]):.2f}] | {r["env"]} |')
+            if not rows:
+                lines.append(f'| {name} | — | — | — | not rerun | — | — |')
+        elif (folder / 'cka_summary.csv').is_file():
+            cka = cka_rerun(folder)
+            verdict = ('not rerun' if cka is None else 'exact' if cka[0] == cka[1]
+                       else f'{cka[1] - cka[0]} of {cka[1]} pairs differ (largest {cka[2]:.2g})')
+            pairs = f'{cka[1]} CKA pairs rebuilt' if cka else '—'
+            lines.append(f'| {name} | {pairs} | — | untrained | {verdict} | — | — |')
+    return lines
+
+
+RERUNS = """Each committed experiment rerun with the code of this page, one seed an arm, by
+`benchmarks/fashion_mnist/rerun.py` (on this project's 2-core CPU, one thread a run): **exact** when every epoch
+compared repeats the committed `eval_top1`, `eval_loss` and `train_loss` to the digits train.py printed, else
+**within spread** or **OUTSIDE spread** as the rerun's error at the last epoch compared lies inside or outside the
+committed seeds' range at that epoch. A GPU experiment rerun on the CPU cannot be exact (other arithmetic)."""
 
 
 def all_findings() -> List[Finding]:
