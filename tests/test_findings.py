@@ -397,3 +397,42 @@ def test_the_cost_rows_read_their_own_models_results(findings):
     assert {k: v.values for k, v in s_mixer.items()} == {(1, 'eager'): [1.3, 1.2], (1, 'compile'): [0.9, 1.0]}
     assert {k: v.values for k, v in findings._cost_ratios(results, 'step', 'table_s3').items()} == {
         (1, 'eager'): [1.04, 1.03]}
+
+
+def _cka_untrained():
+    spec = importlib.util.spec_from_file_location('cka_untrained', SCRIPT.parent / 'cka_untrained.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cka_untrained_builds_each_committed_run_as_train_py_seeds_it(tmp_path):
+    """(d2)'s control: a committed SW-MLP run of fig2 rebuilt at initialisation is the model its recorded arguments
+    give under train.py's seeding (a one-channel, ten-class SW-MLP of m = 1024 and its run's density), as a run
+    folder that `pkmixer analyze cka` reads; another seed gives other weights."""
+    import torch
+
+    from timm_pkmixer.runs.epochs_csv import read_epochs_csv
+    module = _cka_untrained()
+    run = next(r for r in read_epochs_csv(SCRIPT.parent / 'fig2' / 'epochs.csv')
+               if Path(r.name).name == 'sw_mlp_p0.03125_m1024_seed1')
+    folder = module.build_initial(dict(run.args), tmp_path / 'a')
+    state = torch.load(folder / 'last.pth.tar', map_location='cpu', weights_only=True)['state_dict']
+    d = module.timm.create_model(run.args['model'], in_chans=1, num_classes=10,
+                                 **run.args['model_kwargs']).describe()
+    assert (d.width, d.density) == (1024, 0.03125) and state['head.weight'].shape == (10, 1024)
+    again = module.build_initial(dict(run.args), tmp_path / 'b')
+    state_b = torch.load(again / 'last.pth.tar', map_location='cpu', weights_only=True)['state_dict']
+    assert all(torch.equal(state[k], state_b[k]) for k in state)
+    other = module.build_initial({**run.args, 'seed': 2}, tmp_path / 'c')
+    state_c = torch.load(other / 'last.pth.tar', map_location='cpu', weights_only=True)['state_dict']
+    assert not all(torch.equal(state[k], state_c[k]) for k in state if state[k].is_floating_point())
+
+
+def test_cka_untrained_refuses_a_seed_the_experiment_lacks():
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, str(SCRIPT.parent / 'cka_untrained.py'), '--data-dir', 'nowhere',
+                           '--out-dir', 'nowhere', '--seeds', '0', '7'], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert 'seeds [7] are not in ' in proc.stderr and '(its seeds: [0, 1, 2])' in proc.stderr
