@@ -222,10 +222,10 @@ def test_the_module_constants_point_the_rows_at_their_folders(findings, tmp_path
     monkeypatch.setattr(findings, 'RP_DIR', 'elsewhere')
     monkeypatch.setitem(findings.RAN_ON, 'elsewhere', 'somewhere')
     try:
-        row = findings.finding_rp_mixer()
+        row = findings.finding_rp_s_mixer()
     finally:
         findings.arms.cache_clear()
-    assert row.folder == 'fashion_mnist/elsewhere' and row.parts[0].difference.startswith('-0.80 [')
+    assert row.folder == 'fashion_mnist/elsewhere' and row.parts[0].difference.startswith('-0.23 [')
 
 
 def test_the_coverage_column_is_added_once(findings):
@@ -350,12 +350,13 @@ def _experiment(folder: Path, runs: dict) -> None:
 
 
 def test_the_reruns_table_lists_every_experiment_each_arm_and_what_was_not_rerun(findings, tmp_path):
-    _experiment(tmp_path / 'exp_a', {'runs/a_seed0': 10, 'runs/b_seed0': 10, 'runs/c_seed0': 10})
+    _experiment(tmp_path / 'exp_a', {'runs/a_seed0': 10, 'runs/b_seed0': 10, 'runs/c_seed0': 10, 'runs/d_seed0': 10})
     (tmp_path / 'exp_a' / 'rerun_seed0.csv').write_text(
         _RERUN_COLUMNS + '\n'
         'a,runs/a_seed0,0,2,exact,14.0,14.0,13.5,14.2,0 1,,0.0,same\n'
         'b,runs/b_seed0,0,2,exact,13.0,13.0,12.5,13.2,0 1,,0.0,same\n'
-        'c,runs/c_seed0,0,10,OUTSIDE spread,15.004,14.0,13.5,14.2,0 1,3,1.0,not recorded (committed)\n')
+        'c,runs/c_seed0,0,10,OUTSIDE spread,15.004,14.0,13.5,14.2,0 1,3,1.0,not recorded (committed)\n'
+        'd,runs/d_seed0,0,0,not rerun,,,,,0 1,,,\n')
     _experiment(tmp_path / 'exp_b', {'runs/a_seed0': 5})
     (tmp_path / 'weights').mkdir()  # not an experiment: not listed
     table = findings.rerun_table(tmp_path)
@@ -363,10 +364,11 @@ def test_the_reruns_table_lists_every_experiment_each_arm_and_what_was_not_rerun
         '| `exp_a/` | a | 0 | 2 of 10 | exact | 14.00 / 14.00 [13.50, 14.20] | same |',
         '| `exp_a/` | b | 0 | 2 of 10 | exact | 13.00 / 13.00 [12.50, 13.20] | same |',
         '| `exp_a/` | c | 0 | 10 of 10 | OUTSIDE spread | 15.00 / 14.00 [13.50, 14.20] | not recorded (committed) |',
+        '| `exp_a/` | d | 0 | — | not rerun | — | — |',
         '| `exp_b/` | — | — | — | not rerun | — | — |']
     rows = findings.reruns(tmp_path / 'exp_a')
     assert findings._rerun_counts(rows, findings.committed_epochs(tmp_path / 'exp_a')) == (
-        '2 arms, the first 2 of 10 epochs: 2 exact; 1 arm, all 10 epochs: 1 OUTSIDE spread')
+        '2 arms, the first 2 of 10 epochs: 2 exact; 1 arm, all 10 epochs: 1 OUTSIDE spread; 1 arm not rerun')
 
 
 def test_a_rebuilt_cka_is_compared_pair_by_pair_with_the_committed_one(findings, tmp_path):

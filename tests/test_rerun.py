@@ -171,7 +171,9 @@ def test_arms_reruns_only_the_arms_matched_and_names_those_left_out(committed, r
     proc = _rerun(experiment, '--seed', 0, '--data-dir', data, '--train-py', MINI, '--work-dir', work,
                   '--arms', 'rand*')
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert set(_rows(work / 'rerun.csv')) == {'random'}
+    rows = _rows(work / 'rerun.csv')
+    assert {arm: r['verdict'] for arm, r in rows.items()} == {'random': 'exact', 'normal': 'not rerun'}
+    assert (rows['normal']['epochs_compared'], rows['normal']['top1_err'], rows['normal']['seed']) == ('0', '', '0')
     assert '[rerun] normal: not rerun (not matched by --arms rand*)' in proc.stdout
     proc = _rerun(experiment, '--seed', 0, '--data-dir', data, '--train-py', MINI, '--work-dir', work,
                   '--arms', 'sw_mlp_*')

@@ -22,7 +22,8 @@ the committed schedule, so those epochs are the committed run's first N, not a s
 and written to ``W/rerun.csv``; the exit status is 1 when a rerun lies outside the committed spread (or did not
 reach the epochs compared), 0 otherwise. A work folder is reused: an arm whose run already has the epochs compared is
 not run again. ``--arms`` reruns only the arms whose names match one of the shell patterns (``'sw_mlp_*'``); an arm
-left out is listed as not rerun, and a later call without ``--arms`` in the same work folder compares every arm.
+left out has a row of its own, verdict ``not rerun``, and a later call in the same work folder that matches it
+compares it too (the runs already there are not run again).
 """
 import argparse
 import csv
@@ -45,6 +46,7 @@ from timm_pkmixer.runs.epochs_csv import read_epochs_csv
 from timm_pkmixer.runs.provenance import ENVIRONMENT_KEYS, NOT_RECORDED, environment_key, read_provenance
 from timm_pkmixer.runs.run_folder import SUMMARY_CSV, Run, RunFileError, read_run, read_summary
 
+NOT_RERUN = 'not rerun'  # the verdict of an arm left out by --arms (a row of its own in rerun.csv)
 COMPARED = ('eval_top1', 'eval_loss', 'train_loss')  # the per-epoch values an exact rerun repeats
 DEFAULT_TRAIN_ARGS = ('--workers', '1')
 CSV_COLUMNS = ('arm', 'run', 'seed', 'epochs_compared', 'verdict', 'top1_err', 'committed_top1_err', 'spread_min',
@@ -180,9 +182,12 @@ def rerun(experiment: Path, seed: int, data_dir: Path, train_py: str, work_dir: 
     committed = read_epochs_csv(experiment / 'epochs.csv')
     problems: List[str] = []
     chosen: List[Tuple[Run, List[Run], Path, Path]] = []
+    left_out: List[Dict[str, Any]] = []
     for arm in arms(committed):
         if only and not any(fnmatch.fnmatchcase(arm_name(arm[0]), pattern) for pattern in only):
             problems.append(f'{arm_name(arm[0])}: not rerun (not matched by --arms {" ".join(only)})')
+            left_out.append(dict(arm=arm_name(arm[0]), run=arm[0].name, seed=seed, epochs_compared=0,
+                                 verdict=NOT_RERUN, spread_seeds=' '.join(str(r.seed) for r in arm)))
             continue
         of_seed = [r for r in arm if r.seed == seed]
         if not of_seed:
@@ -218,7 +223,7 @@ def rerun(experiment: Path, seed: int, data_dir: Path, train_py: str, work_dir: 
                 problems.append(f'{run.name}: the rerun\'s train.py configuration differs from the committed one on '
                                 f'{", ".join(differ)}')
         rows.append(compare(run, arm, again, epochs_check))
-    return rows, problems
+    return rows + left_out, problems
 
 
 def write_csv(rows: Sequence[Dict[str, Any]], path: Path) -> None:
