@@ -32,7 +32,7 @@ END = '<!-- end of findings -->'
 
 # ------------------------------------------------------------------ where the results are (folders under HERE)
 RP_DIR = 'rp'                      # (a1) RP against normal: the S-Mixer L = 8 (and (a2)'s Mixer of the old crop)
-RP_MIXER_DIR = RP_DIR              # (a2) RP against normal: the MLP-Mixer L = 3 with the recipes' C.4 crop
+RP_MIXER_DIR = 'rp_mixer_c4crop'   # (a2) RP against normal: the MLP-Mixer L = 3 with the recipes' C.4 crop
 FIG5_DIR = 'fig5'                  # (b) Fig. 5: width at fixed Ω, S-Mixers and SW-MLPs
 WIDTH_O18_DIR = 'width_o18'       # (b2, e) one sweep at Ω = 2^18: S-Mixers over C.4's (C, S), SW-MLPs over C.4 (ii)'s m
 FIG5_SW_DIR = WIDTH_O18_DIR        # (b2) the SW-MLP at C.4 (ii)'s own widths (m = 540 … 1619), the S-Mixers beside
