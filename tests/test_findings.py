@@ -330,7 +330,7 @@ def test_rows_trained_with_the_old_crop_say_so(findings):
 
 
 def test_a_committed_rerun_is_cited_in_its_row(findings):
-    """An experiment's rerun_seed*.csv (rerun.py's output) reaches its row's notes as one sentence."""
+    """An experiment's reruns/seed*.csv (rerun.py's output) reaches its row's notes as one sentence."""
     for f in findings.all_findings():
         note = findings.rerun_note(f.folder)
         if note:
@@ -351,7 +351,8 @@ def _experiment(folder: Path, runs: dict) -> None:
 
 def test_the_reruns_table_lists_every_experiment_each_arm_and_what_was_not_rerun(findings, tmp_path):
     _experiment(tmp_path / 'exp_a', {'runs/a_seed0': 10, 'runs/b_seed0': 10, 'runs/c_seed0': 10, 'runs/d_seed0': 10})
-    (tmp_path / 'exp_a' / 'rerun_seed0.csv').write_text(
+    (tmp_path / 'exp_a' / 'reruns').mkdir()
+    (tmp_path / 'exp_a' / 'reruns' / 'seed0.csv').write_text(
         _RERUN_COLUMNS + '\n'
         'a,runs/a_seed0,0,2,exact,14.0,14.0,13.5,14.2,0 1,,0.0,same\n'
         'b,runs/b_seed0,0,2,exact,13.0,13.0,12.5,13.2,0 1,,0.0,same\n'
@@ -373,17 +374,17 @@ def test_the_reruns_table_lists_every_experiment_each_arm_and_what_was_not_rerun
 
 def test_a_rebuilt_cka_is_compared_pair_by_pair_with_the_committed_one(findings, tmp_path):
     folder = tmp_path / 'untrained'
-    folder.mkdir()
+    (folder / 'reruns').mkdir(parents=True)
     head = 'model_a,model_b,mean_diagonal\n'
     (folder / 'cka_summary.csv').write_text(head + 'm0,s1_0,0.864815\nm0,s2_0,0.865887\nm1,s1_1,0.5\n')
-    (folder / 'rerun_seed0_cka_summary.csv').write_text(head + 'm0,s1_0,0.864815\nm0,s2_0,0.865887\n')
+    (folder / 'reruns' / 'seed0_cka_summary.csv').write_text(head + 'm0,s1_0,0.864815\nm0,s2_0,0.865887\n')
     assert findings.cka_rerun(folder) == (2, 2, 0.0)
     assert findings.rerun_table(tmp_path)[2:] == [
         '| `untrained/` | 2 CKA pairs rebuilt | — | untrained | exact | — | — |']
-    (folder / 'rerun_seed0_cka_summary.csv').write_text(head + 'm0,s1_0,0.864815\nm0,s2_0,0.865890\n')
+    (folder / 'reruns' / 'seed0_cka_summary.csv').write_text(head + 'm0,s1_0,0.864815\nm0,s2_0,0.865890\n')
     assert findings.rerun_table(tmp_path)[2] == (
         '| `untrained/` | 2 CKA pairs rebuilt | — | untrained | 1 of 2 pairs differ (largest 3e-06) | — | — |')
-    (folder / 'rerun_seed0_cka_summary.csv').write_text(head + 'm9,s1_9,0.1\n')
+    (folder / 'reruns' / 'seed0_cka_summary.csv').write_text(head + 'm9,s1_9,0.1\n')
     with pytest.raises(ValueError, match=r"untrained: rerun pairs not in the committed cka_summary.csv: \[\('m9'"):
         findings.cka_rerun(folder)
 

@@ -26,7 +26,7 @@ from timm_pkmixer.training.provenance import collect_environment, package_commit
 from test_report import run_folder
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMITTED = ROOT / 'benchmarks' / 'fashion_mnist' / 'fig2d' / 'epochs.csv'  # written before the column existed
+COMMITTED = ROOT / 'benchmarks' / 'fashion_mnist' / 'fig2' / 'epochs.csv'  # written before the column existed
 
 
 def _env(**changes):

@@ -1010,13 +1010,13 @@ def trained_with_old_crop(folder: str) -> bool:
                for a in arms(folder.split('/', 1)[1]).values())
 
 
-# ------------------------------------------------------------------ reruns: rerun.py's rerun_seed*.csv
-RERUN_GLOB = 'rerun_seed*.csv'                  # rerun.py's table, one per seed rerun
-CKA_RERUN_GLOB = 'rerun_seed*_cka_summary.csv'  # cka_untrained.py --seeds S: that seed's CKA rebuilt
+# ------------------------------------------------------------------ reruns: rerun.py's reruns/seed*.csv
+RERUN_GLOB = 'reruns/seed*.csv'                  # rerun.py's tables of a seed rerun, in one file per seed
+CKA_RERUN_GLOB = 'reruns/seed*_cka_summary.csv'  # cka_untrained.py --seeds S: that seed's CKA rebuilt
 
 
 def reruns(folder: Path) -> List[Dict[str, str]]:
-    """The rows of an experiment folder's committed reruns (rerun.py's ``rerun_seed*.csv``), file by file."""
+    """The rows of an experiment folder's committed reruns (rerun.py's tables, ``reruns/seed*.csv``), file by file."""
     rows: List[Dict[str, str]] = []
     for path in sorted(folder.glob(RERUN_GLOB)):
         if not path.name.endswith('_cka_summary.csv'):
@@ -1036,7 +1036,7 @@ def committed_epochs(folder: Path) -> Dict[str, int]:
 
 def cka_rerun(folder: Path) -> Optional[Tuple[int, int, float]]:
     """(pairs whose mean diagonal CKA the rerun repeats to the printed digits, pairs rerun, the largest |difference|)
-    of the folder's ``rerun_seed*_cka_summary.csv`` against its committed ``cka_summary.csv``; None without a rerun."""
+    of the folder's ``reruns/seed*_cka_summary.csv`` against its committed ``cka_summary.csv``; None without a rerun."""
     def read(path: Path) -> Dict[Tuple[str, str], str]:
         with open(path, newline='', encoding='utf-8') as f:
             return {(r['model_a'], r['model_b']): r['mean_diagonal'] for r in csv.DictReader(f)}
