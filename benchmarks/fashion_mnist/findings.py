@@ -1013,6 +1013,7 @@ def trained_with_old_crop(folder: str) -> bool:
 # ------------------------------------------------------------------ reruns: rerun.py's reruns/seed*.csv
 RERUN_GLOB = 'reruns/seed*.csv'                  # rerun.py's tables of a seed rerun, in one file per seed
 CKA_RERUN_GLOB = 'reruns/seed*_cka_summary.csv'  # cka_untrained.py --seeds S: that seed's CKA rebuilt
+NOT_RERUN = 'not rerun'                          # rerun.py's verdict of an arm its --arms left out (rerun.NOT_RERUN)
 
 
 def reruns(folder: Path) -> List[Dict[str, str]]:
@@ -1056,14 +1057,14 @@ def _rerun_counts(rows: Sequence[Dict[str, str]], totals: Dict[str, int]) -> str
     """'9 arms, the first 2 of 10 epochs: 9 exact' (several phrases where the arms differ)."""
     groups: Dict[Tuple[str, int], List[str]] = {}
     for r in rows:
-        if r['verdict'] != 'not rerun':
+        if r['verdict'] != NOT_RERUN:
             groups.setdefault((r['epochs_compared'], totals.get(r['run'], 0)), []).append(r['verdict'])
     phrases = []
     for (compared, total), verdicts in groups.items():
         span = f'all {total} epochs' if int(compared) == total else f'the first {compared} of {total} epochs'
         counted = ', '.join(f'{verdicts.count(v)} {v}' for v in dict.fromkeys(verdicts))
         phrases.append(f'{len(verdicts)} arm{"s" if len(verdicts) > 1 else ""}, {span}: {counted}')
-    left = sum(r['verdict'] == 'not rerun' for r in rows)
+    left = sum(r['verdict'] == NOT_RERUN for r in rows)
     if left:
         phrases.append(f'{left} arm{"s" if left > 1 else ""} not rerun')
     return '; '.join(phrases)
@@ -1096,7 +1097,7 @@ def rerun_table(root: Path = HERE) -> List[str]:
         if (folder / 'epochs.csv').is_file():
             rows, totals = reruns(folder), committed_epochs(folder)
             for r in rows:
-                if r['verdict'] == 'not rerun':  # an arm rerun.py --arms left out
+                if r['verdict'] == NOT_RERUN:
                     lines.append(f'| {name} | {r["arm"]} | {r["seed"]} | — | not rerun | — | — |')
                     continue
                 lines.append(f'| {name} | {r["arm"]} | {r["seed"]} | {r["epochs_compared"]} of '
@@ -1107,7 +1108,7 @@ def rerun_table(root: Path = HERE) -> List[str]:
                 lines.append(f'| {name} | — | — | — | not rerun | — | — |')
         elif (folder / 'cka_summary.csv').is_file():
             cka = cka_rerun(folder)
-            verdict = ('not rerun' if cka is None else 'exact' if cka[0] == cka[1]
+            verdict = (NOT_RERUN if cka is None else 'exact' if cka[0] == cka[1]
                        else f'{cka[1] - cka[0]} of {cka[1]} pairs differ (largest {cka[2]:.2g})')
             pairs = f'{cka[1]} CKA pairs rebuilt' if cka else '—'
             lines.append(f'| {name} | {pairs} | — | untrained | {verdict} | — | — |')
