@@ -243,6 +243,9 @@ def main() -> None:
               'raw_ddp': run_raw_ddp, 'lonely': run_lonely}[mode](out)
     report['world_size'] = dist.get_world_size()
     (out / f'rank{dist.get_rank()}.json').write_text(json.dumps(report))
+    # no rank tears gloo down while another still works (rank 0 saves the FSDP2 end state alone): CI once saw
+    # rank 1 abort in teardown with 'terminate called without an active exception'
+    dist.barrier()
     dist.destroy_process_group()
 
 
