@@ -217,15 +217,15 @@ def test_experiments_not_yet_run_say_so_and_make_up_no_number(findings, tmp_path
 def test_the_module_constants_point_the_rows_at_their_folders(findings, tmp_path, monkeypatch):
     """A row reads the folder its constant names: the committed (a) results under another name."""
     monkeypatch.setattr(findings, 'HERE', tmp_path)
-    shutil.copytree(SCRIPT.parent / 'rp', tmp_path / 'elsewhere')
+    shutil.copytree(SCRIPT.parent / 'rp_c4crop', tmp_path / 'elsewhere')
     findings.arms.cache_clear()
-    monkeypatch.setattr(findings, 'RP_DIR', 'elsewhere')
+    monkeypatch.setattr(findings, 'FIG7_DIR', 'elsewhere')
     monkeypatch.setitem(findings.RAN_ON, 'elsewhere', 'somewhere')
     try:
         row = findings.finding_rp_s_mixer()
     finally:
         findings.arms.cache_clear()
-    assert row.folder == 'fashion_mnist/elsewhere' and row.parts[0].difference.startswith('-0.23 [')
+    assert row.folder == 'fashion_mnist/elsewhere' and row.parts[0].difference.startswith('-0.19 [')
 
 
 def test_the_coverage_column_is_added_once(findings):
@@ -287,6 +287,10 @@ def test_the_rp_cost_row_takes_its_word_from_the_gpu_per_epoch(findings, tmp_pat
     _cost_json(tmp_path / 'speed' / 'rp_cost', 'cpu', [1.3, 1.31, 1.29], [0.97, 0.98, 0.96])
     cpu_only = findings.finding_rp_cost()
     assert cpu_only.word == findings.NOT_SHOWN and cpu_only.sentence.startswith('Measured on a CPU only')
+    assert cpu_only.number == ('CPU, 1 thread, per step, eager: ×1.300 [1.275, 1.325]; CPU, 1 thread, per step, '
+                               'compile: ×0.970 [0.945, 0.995] (not judged)')  # measured numbers, never '—'
+    assert 'not CIFAR; one CPU thread, not a V100' in cpu_only.notes[0]  # only the machine that timed it
+    assert 'no whole epoch timed' in cpu_only.notes[0] and 'loader' not in cpu_only.notes[0]
     _cost_json(tmp_path / 'speed' / 'rp_cost_gpu', 'NVIDIA H200', [1.7, 1.71, 1.69], [1.0, 1.01, 0.99])
     row = findings.finding_rp_cost()
     judged = {p.name: p.verdict.word for p in row.parts}
@@ -301,6 +305,7 @@ def test_the_rp_cost_row_takes_its_word_from_the_gpu_per_epoch(findings, tmp_pat
     assert row.word == findings.AGREES and row.sentence == 'Judged on the GPU per epoch: eager agrees; compile agrees.'
     assert row.number == 'eager ×1.000 [0.975, 1.025]; compile ×0.930 [0.905, 0.955]'
     assert '--device cuda' in row.command and row.command.count('` and `') == 1
+    assert 'one CPU thread and an H200, not a V100' in row.notes[0] and "timm's loader" in row.notes[0]
 
 
 def test_the_cka_control_judges_what_training_adds_to_the_curves_shape(findings):
@@ -326,7 +331,12 @@ def test_rows_trained_with_the_old_crop_say_so(findings):
     assert not findings.trained_with_old_crop('fashion_mnist/fig2d')
     assert not findings.trained_with_old_crop('fashion_mnist/no_such_folder')
     noted = {f.key for f in findings.all_findings() if findings.OLD_CROP_NOTE in f.notes}
-    assert {'a1', 'b1', 'd1'} <= noted and 'c' not in noted
+    assert 'd1' in noted and not {'a1', 'a2', 'b1', 'c'} & noted  # (a) and (b1) were run again with C.4's crop
+    rows = {f.key: f for f in findings.all_findings()}  # ... and cite the old crop's runs, with their numbers
+    assert [n for n in rows['a1'].notes if 'crop of before' in n and '`rp/`' in n and 'RP − normal -0.23 [' in n]
+    assert [n for n in rows['a2'].notes if 'crop of before' in n and '`rp/`' in n and 'RP − normal -0.80 [' in n]
+    assert [n for n in rows['b1'].notes if 'crop of before' in n and '`fig5/`' in n and
+            'normal: m = 4096 − m = 1440 -1.24 [' in n and "SW-MLP: m = 4096 − m = 1440 +0.83 [" in n]
 
 
 def test_a_committed_rerun_is_cited_in_its_row(findings):
