@@ -44,8 +44,8 @@ FIG6_DIR = WIDTH_O18_DIR           # (e) Fig. 6: error against C at fixed Ω (th
 FIG7_DIR = 'rp_c4crop'             # (a1, f) Fig. 7: RP against normal at L = 4 and 8, the recipes' C.4 crop
 COST_DIRS = ('rp_cost', 'rp_cost_gpu')   # (g) folders under benchmarks/speed: the S-Mixer's RP cost
 # (b1) where its arms come from: the normal C = 64 S-Mixer is the same recipe as width_o18's, not trained twice
-FIG5_NOTE = ("The normal C = 64 arm is `width_o18/`'s runs of that recipe (seeds 0 and 1, copied row for row); the "
-             "other arms were trained for this folder, from the same sweep.")
+FIG5_NOTE = ("The normal C = 64 arm's seeds 0 and 1 are `width_o18/`'s runs of that recipe (copied row for row); its "
+             "seed 2 and the other arms were trained for this folder, from the same sweep.")
 # where an experiment's committed runs ran, when not on a CPU (train.py's args.yaml does not record it)
 RAN_ON: Dict[str, str] = {
     RP_DIR: 'one H200 GPU, float32 (TF32 off)',
