@@ -4,6 +4,7 @@ follow the rules the page states: Welch intervals and p (checked against known t
 import importlib.util
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -337,6 +338,19 @@ def test_rows_trained_with_the_old_crop_say_so(findings):
     assert [n for n in rows['a2'].notes if 'crop of before' in n and '`rp/`' in n and 'RP − normal -0.80 [' in n]
     assert [n for n in rows['b1'].notes if 'crop of before' in n and '`fig5/`' in n and
             'normal: m = 4096 − m = 1440 -1.24 [' in n and "SW-MLP: m = 4096 − m = 1440 +0.83 [" in n]
+    # ... and what their reruns on this CPU found, counted from their reruns/seed0.csv
+    assert rows['a1'].notes[1].endswith('`rp/` rerun with the code of this page on this CPU (seed 0): 4 arms, the '
+                                        'first 1 of 15 epochs: 3 within spread, 1 OUTSIDE spread; 1 arm, all 15 '
+                                        'epochs: 1 OUTSIDE spread.')
+    assert rows['b1'].notes[1].endswith('`fig5/` rerun with the code of this page on this CPU (seed 0): 5 arms, the '
+                                        'first 1 of 10 epochs: 4 within spread, 1 OUTSIDE spread; 1 arm not rerun.')
+
+
+def test_no_note_names_a_deviation_that_is_none(findings):
+    """A deviation from the paper is named only where there is one: no note reads "5 seeds, not 5"."""
+    for f in findings.all_findings():
+        for note in f.notes:
+            assert not re.search(r'\b(\d+) (seeds|epochs), not \1\b', note), (f.key, note)
 
 
 def test_a_committed_rerun_is_cited_in_its_row(findings):

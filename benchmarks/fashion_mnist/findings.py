@@ -32,7 +32,8 @@ END = '<!-- end of findings -->'
 
 # ------------------------------------------------------------------ where the results are (folders under HERE)
 RP_DIR = 'rp'                      # (a1, a2) RP against normal with the recipes' crop of before: their notes
-RP_MIXER_DIR = 'rp_mixer_c4crop'   # (a2) RP against normal: the MLP-Mixer L = 3 with the recipes' C.4 crop
+RP_MIXER_DIR = 'rp_mixer_c4crop'   # (a2) RP against normal: the MLP-Mixer L = 3, the recipes' C.4 crop
+RP_MIXER_15_DIR = 'rp_mixer_c4crop'  # (a2) the same at the recipe's 15 epochs: its notes
 FIG5_DIR = 'fig5_c4crop'           # (b1) Fig. 5: width at fixed Ω, the S-Mixers with the recipes' C.4 crop
 FIG5_OLD_DIR = 'fig5'              # (b1) the same and SW-MLPs at the Mixers' widths, the crop of before: notes
 WIDTH_O18_DIR = 'width_o18'       # (b2, e) one sweep at Ω = 2^18: S-Mixers over C.4's (C, S), SW-MLPs over C.4 (ii)'s m
@@ -46,6 +47,7 @@ COST_DIRS = ('rp_cost', 'rp_cost_gpu')   # (g) folders under benchmarks/speed: t
 # (b1) where its arms come from: the normal C = 64 S-Mixer is the same recipe as width_o18's, not trained twice
 FIG5_NOTE = ("The normal C = 64 arm's seeds 0 and 1 are `width_o18/`'s runs of that recipe (copied row for row); its "
              "seed 2 and the other arms were trained for this folder, from the same sweep.")
+OLD_CROP = "timm's `rkrr` at scale 0.08–1"   # the recipes' crop before they cropped as C.4 does (notes)
 # where an experiment's committed runs ran, when not on a CPU (train.py's args.yaml does not record it)
 RAN_ON: Dict[str, str] = {
     RP_DIR: 'one H200 GPU, float32 (TF32 off)',
@@ -481,15 +483,15 @@ def finding_rp_s_mixer() -> Finding:
     if _has(RP_DIR) and {'depth_L8_normal', 'depth_L8_random'} <= set(arms(RP_DIR)):
         old = arms(RP_DIR)
         before = compare(old['depth_L8_random'], old['depth_L8_normal'])
-        f.notes.append(f'The same arms with the recipes\' crop of before (timm\'s `rkrr` at scale 0.08–1, '
+        f.notes.append(f'The same arms with the recipes\' crop of before ({OLD_CROP}, '
                        f'`{RP_DIR}/`, {RAN_ON[RP_DIR]}, {old["depth_L8_normal"].n} seeds, the ±{EQUIVALENCE_MARGIN} '
-                       f'margin set after them): RP − normal {before.text()}; `{RP_DIR}/`\'s reruns are in the '
-                       'Reruns table.')
+                       f'margin set after them): RP − normal {before.text()}; {old_rerun(RP_DIR)}.')
     return f
 
 
 def finding_rp_mixer() -> Finding:
-    """(a2) Fig. S.8 (D.7): with AdamW, lr 0.01 and AutoAugment, the RP MLP-Mixer beats the normal one."""
+    """(a2) Fig. S.8 (D.7): with AdamW, lr 0.01 and AutoAugment, the RP MLP-Mixer beats the normal one (the
+    longest runs judged; the recipe's 15 epochs and the crop of before in the notes)."""
     claim = 'RP MLP-Mixer beats normal (AdamW, AutoAugment; D.7)'
     paper = 'Fig. S.8 (D.7): S = C = 64, γ = 4, batch 256, CIFAR-10, 600 ep., 5 seeds'
     if not _has(RP_MIXER_DIR):
@@ -500,15 +502,24 @@ def finding_rp_mixer() -> Finding:
                             lambda x: direction(x, lower=True), 5, 600)
     f.sentence = plain(f, f'The RP MLP-Mixer\'s error ends {_ahead(c.diff)} the normal one\'s')
     d = n.description
-    f.notes = [f'Deviations from D.7: S = C = {d.num_tokens}, not 64; L = {d.depth}; γ = {d.gamma_label} '
-               f'(tokens/channels), not 4; batch {n.args.get("batch_size")}, not 256; {n.n} seeds, not 5; '
-               f'{n.epochs} epochs, not 600; Fashion-MNIST, not CIFAR-10.',
+    deviations = [f'S = C = {d.num_tokens}, not 64', f'L = {d.depth}',
+                  f'γ = {d.gamma_label} (tokens/channels), not 4', f'batch {n.args.get("batch_size")}, not 256',
+                  f'{n.n} seeds, not 5' if n.n != 5 else '', f'{n.epochs} epochs, not 600',
+                  'Fashion-MNIST, not CIFAR-10']
+    f.notes = [f'Deviations from D.7: {"; ".join(x for x in deviations if x)}.',
                'The recipe follows D.7 otherwise: AdamW, lr 0.01, AutoAugment, cosine.']
-    if RP_MIXER_DIR != RP_DIR and _has(RP_DIR) and 'mixer_s32c32_L3_normal' in arms(RP_DIR):
+    if RP_MIXER_15_DIR != RP_MIXER_DIR and _has(RP_MIXER_15_DIR):
+        short = arms(RP_MIXER_15_DIR)
+        sn, sr = short['mixer_s32c32_L3_normal'], short['mixer_s32c32_L3_random']
+        f.notes.append(f'The same arms at the recipe\'s {sn.epochs} epochs (`{RP_MIXER_15_DIR}/`, {sn.n} seeds): '
+                       f'RP {sr.spread()}, normal {sn.spread()}; RP − normal {compare(sr, sn).text()}; '
+                       f'{curves_text([("RP", sr), ("normal", sn)])}.')
+    if _has(RP_DIR) and 'mixer_s32c32_L3_normal' in arms(RP_DIR):
         old = arms(RP_DIR)
         before = compare(old['mixer_s32c32_L3_random'], old['mixer_s32c32_L3_normal'])
-        f.notes.append(f'The same runs with the recipes\' crop of before (timm\'s `rkrr` at scale 0.08–1, `{RP_DIR}/`, '
-                       f'{RAN_ON[RP_DIR]}, {old["mixer_s32c32_L3_normal"].n} seeds): RP − normal {before.text()}.')
+        f.notes.append(f'The same runs at 15 epochs with the recipes\' crop of before ({OLD_CROP}, `{RP_DIR}/`, '
+                       f'{RAN_ON[RP_DIR]}, {old["mixer_s32c32_L3_normal"].n} seeds): RP − normal {before.text()}; '
+                       f'{old_rerun(RP_DIR)}.')
     return f
 
 
@@ -572,16 +583,16 @@ def finding_fig5() -> Finding:
     omega = round(math.log2(any_arm.description.omega))
     f.notes = [f'Ω = 2^{omega} only, m = {", ".join(map(str, widths))}: C = 4 (below C.4\'s pairs, m = 2768 … '
                f'3984) and the optimum S = C = 64; Fashion-MNIST, not CIFAR/STL; {any_arm.epochs} epochs, not 200; '
-               'S-Mixers only (C.4 (ii)\'s SW-MLPs: row b2).' + (f' {FIG5_NOTE}' if FIG5_NOTE else '')]
+               'S-Mixers only (C.4 (ii)\'s SW-MLPs: row b2). ' + FIG5_NOTE]
     if _has(FIG5_OLD_DIR):
         old, _, old_arms = _width_parts(FIG5_OLD_DIR)
         far = " (outside the paper's range: SW-MLPs this sparse stop improving, D.1)"
-        f.notes.append(f'The same widths with the recipes\' crop of before (timm\'s `rkrr` at scale 0.08–1, '
+        f.notes.append(f'The same widths with the recipes\' crop of before ({OLD_CROP}, '
                        f'`{FIG5_OLD_DIR}/`, {RAN_ON[FIG5_OLD_DIR]}, {max(a.n for a in old_arms)} seeds), with '
                        'SW-MLPs at the Mixers\' widths: ' +
                        '; '.join(f'{p.name} {p.difference}{far if p.verdict.word == OUTSIDE else ""}' for p in old) +
                        '. Its SW-MLPs were not run again (the m = 4096 one is 45 CPU-minutes an epoch); '
-                       f'`{FIG5_OLD_DIR}/`\'s reruns are in the Reruns table.')
+                       f'{old_rerun(FIG5_OLD_DIR)}.')
     return f
 
 
@@ -1115,6 +1126,13 @@ def rerun_note(folder: str) -> Optional[str]:
         return (f'Rebuilt with the code of this page (cka_untrained.py --seeds): {cka[0]} of {cka[1]} pairs\' mean '
                 f'diagonal CKA repeated to the printed digits (largest difference {cka[2]:.2g}).')
     return None
+
+
+def old_rerun(experiment: str) -> str:
+    """What the rerun of an experiment cited in another row's notes found, in a clause (each arm: the Reruns table)."""
+    rows = reruns(HERE / experiment)
+    counts = _rerun_counts(rows, committed_epochs(HERE / experiment)) if rows else NOT_RERUN
+    return f'`{experiment}/` rerun with the code of this page on this CPU (seed 0): {counts}'
 
 
 def rerun_table(root: Path = HERE) -> List[str]:
