@@ -353,6 +353,19 @@ def test_no_note_names_a_deviation_that_is_none(findings):
             assert not re.search(r'\b(\d+) (seeds|epochs), not \1\b', note), (f.key, note)
 
 
+def test_each_row_says_what_made_its_runs_as_recorded(findings):
+    """A row on committed runs carries what their pkmixer_env.json recorded: what all share once, then each commit
+    with its count of runs (uncommitted changes said); runs made before the record counted as not recorded."""
+    rows = {f.key: f for f in findings.all_findings()}
+    prefix = 'What made the runs, as recorded (pkmixer_env.json): '
+    cpu = 'torch 2.14.1+cu130, timm 1.0.31, cpu (AMD EPYC), 1 thread'
+    assert prefix + f'8 runs not recorded; {cpu}; timm-pkmixer 828ea03 (4 runs).' in rows['a1'].notes
+    assert prefix + f'{cpu}; timm-pkmixer fbce4b3 (1 run), 4c347db (1 run), 828ea03 (10 runs).' in rows['b1'].notes
+    assert [n for n in rows['b2'].notes if n.startswith(prefix) and '3d3e99d with uncommitted changes (2 runs)' in n]
+    assert prefix + '21 runs not recorded.' in rows['d1'].notes
+    assert not [n for f in rows.values() if f.key.startswith('g') for n in f.notes if n.startswith(prefix)]
+
+
 def test_a_committed_rerun_is_cited_in_its_row(findings):
     """An experiment's reruns/seed*.csv (rerun.py's output) reaches its row's notes as one sentence."""
     for f in findings.all_findings():
