@@ -353,6 +353,17 @@ def test_no_note_names_a_deviation_that_is_none(findings):
             assert not re.search(r'\b(\d+) (seeds|epochs), not \1\b', note), (f.key, note)
 
 
+def test_a2_is_judged_on_its_longest_runs_and_cites_the_shorter(findings):
+    """(a2) reads the 40-epoch runs; the recipe's 15-epoch runs and the old crop's stay in its notes, with numbers."""
+    a2 = {f.key: f for f in findings.all_findings()}['a2']
+    assert a2.folder == 'fashion_mnist/rp_mixer_40ep' and a2.epochs == '40 / 600'
+    assert [n for n in a2.notes if n.startswith("The same arms at the recipe's 15 epochs (`rp_mixer_c4crop/`, "
+                                                "5 seeds): RP 12.80 ± 0.22, normal 13.35 ± 0.18; RP − normal "
+                                                "-0.55 [-0.84, -0.25], p = 0.003; still improving")]
+    assert [n for n in a2.notes if n.startswith('Deviations from D.7:') and '3 seeds, not 5' in n and
+            '40 epochs, not 600' in n]
+
+
 def test_each_row_says_what_made_its_runs_as_recorded(findings):
     """A row on committed runs carries what their pkmixer_env.json recorded: what all share once, then each commit
     with its count of runs (uncommitted changes said); runs made before the record counted as not recorded."""
