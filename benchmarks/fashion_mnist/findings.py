@@ -544,8 +544,8 @@ def finding_rp_mixer() -> Finding:
     f, c = _two_arm_finding('a2', claim, paper, RP_MIXER_DIR, _cmd(RP_MIXER_DIR), r, n, ('RP', 'normal'),
                             lambda x: direction(x, lower=True), 5, 600)
     measured = f'The RP MLP-Mixer\'s error ends {_ahead(c.diff)} the normal one\'s after {n.epochs} epochs'
-    if _has(RP_MIXER_15_DIR):
-        short = arms(RP_MIXER_15_DIR)
+    short = arms(RP_MIXER_15_DIR) if _has(RP_MIXER_15_DIR) else {}
+    if short:
         sn, sr = short['mixer_s32c32_L3_normal'], short['mixer_s32c32_L3_random']
         measured += f' (after the recipe\'s {sn.epochs}, {_ahead(compare(sr, sn).diff)})'
     f.sentence = plain(f, measured)
@@ -556,7 +556,7 @@ def finding_rp_mixer() -> Finding:
                   'Fashion-MNIST, not CIFAR-10']
     f.notes = [f'Deviations from D.7: {"; ".join(x for x in deviations if x)}.',
                f'The recipe follows D.7 otherwise: AdamW, lr 0.01, AutoAugment, cosine; ran on {RAN_ON[RP_MIXER_DIR]}.']
-    if _has(RP_MIXER_15_DIR):
+    if short:
         f.notes.append(f'The same arms at the recipe\'s {sn.epochs} epochs (`{RP_MIXER_15_DIR}/`, {sn.n} seeds): '
                        f'RP {sr.spread()}, normal {sn.spread()}; RP − normal {compare(sr, sn).text()}; '
                        f'{curves_text([("RP", sr), ("normal", sn)])}.')
@@ -1162,11 +1162,9 @@ def rerun_note(folder: str) -> Optional[str]:
     if not folder.startswith('fashion_mnist/'):
         return None
     where = HERE / folder.split('/', 1)[1]
-    rows = reruns(where)
-    if rows:
-        seeds = ', '.join(sorted({r['seed'] for r in rows}))
-        return (f'Rerun with the code of this page (rerun.py, seed {seeds}; each arm in the Reruns table): '
-                f'{_rerun_counts(rows, committed_epochs(where))}.')
+    if found := rerun_found(where):
+        seeds, counts = found
+        return f'Rerun with the code of this page (rerun.py, seed {seeds}; each arm in the Reruns table): {counts}.'
     cka = cka_rerun(where) if (where / 'cka_summary.csv').is_file() else None
     if cka:
         return (f'Rebuilt with the code of this page (cka_untrained.py --seeds): {cka[0]} of {cka[1]} pairs\' mean '
@@ -1174,11 +1172,20 @@ def rerun_note(folder: str) -> Optional[str]:
     return None
 
 
+def rerun_found(where: Path) -> Optional[Tuple[str, str]]:
+    """(the seeds rerun, what their reruns found, counted) from the folder's reruns/seed*.csv; None without one."""
+    rows = reruns(where)
+    if not rows:
+        return None
+    return ', '.join(sorted({r['seed'] for r in rows})), _rerun_counts(rows, committed_epochs(where))
+
+
 def old_rerun(experiment: str) -> str:
     """What the rerun of an experiment cited in another row's notes found, in a clause (each arm: the Reruns table)."""
-    rows = reruns(HERE / experiment)
-    counts = _rerun_counts(rows, committed_epochs(HERE / experiment)) if rows else NOT_RERUN
-    return f'`{experiment}/` rerun with the code of this page on this CPU (seed 0): {counts}'
+    found = rerun_found(HERE / experiment)
+    if not found:
+        return f'`{experiment}/` {NOT_RERUN}'
+    return f'`{experiment}/` rerun with the code of this page on this CPU (seed {found[0]}): {found[1]}'
 
 
 def rerun_table(root: Path = HERE) -> List[str]:
