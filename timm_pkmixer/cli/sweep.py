@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         options = dict(experiment=args.experiment, permutations=args.permutation, seeds=args.seeds, omega=args.omega,
                        model_kwargs=args.model_kwargs, gamma=args.gamma, dims=args.dims, figure=args.figure,
-                       readings=readings, depths=args.depths, densities=args.densities)
+                       readings=readings, depths=args.depths, densities=args.densities, claims=args.claim or ())
         if args.explain:
             print(explain(plan_sweep(args.recipe, **options)), end='')
             if not args.out_dir:
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
                            ('out_dir', '--out-dir'), ('seeds', '--seeds'), ('omega', '--omega'), ('gamma', '--gamma'),
                            ('dims', '--dims'), ('figure', '--figure'), ('readings', '--reading'),
                            ('depths', '--depths'), ('densities', '--densities'), ('wandb_project', '--wandb-project'),
-                           ('log_wandb', '--log-wandb')):
+                           ('log_wandb', '--log-wandb'), ('claims', '--claim')):
             message = re.sub(rf"(?<![\w'-]){re.escape(name)}(?![\w'])", flag, message)
         raise InvalidArgumentError(message) from e
     print(f'# {len(paths)} recipes in {args.out_dir}; run each with (add --data-dir … where the data lives):')
@@ -102,6 +102,11 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                         'sw-block=c1); --explain lists each disagreement with both readings and their sources')
     p.add_argument('--model-kwargs', nargs='*', default={}, action=ParseKwargs,
                    help='model arguments added to the base recipe, e.g. num_tokens=64 embed_dim=64 num_blocks=4')
+    p.add_argument('--claim', action='append', default=None, metavar='JSON',
+                   help='declare a claim of your own before the runs, beside the figure\'s (repeatable), e.g. '
+                        '\'{"name": "rp-wins", "kind": "direction", "a": {"permutation": "random"}, "b": '
+                        '{"permutation": "normal"}, "expect": "lower", "says": "RP ends lower"}\'; `pkmixer report` '
+                        'judges it (kinds and keys: docs/research_tools.md, "Claims and verdicts")')
     p.add_argument('--log-wandb', action='store_true',
                    help="every recipe logs to W&B (train.py's --log-wandb): grouped by the figure, tagged with its "
                         "point and seed (needs wandb: pip install wandb, or '.[track]' in a checkout)")

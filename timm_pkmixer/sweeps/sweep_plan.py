@@ -26,6 +26,7 @@ from ..errors import InvalidArgumentError
 from ..permutation_kinds import PERMUTATION_KINDS
 from ..runs.run_folder import SEED_RANGE
 from ..validation import choice
+from .claims import Claim, parse_claim
 from .recipes import load_recipe, read_recipe_comments, recipe_notes, resolve_recipe
 from .sweep_planners import PLANNERS, ExperimentPoint, SweepInput
 from .sweep_tables import (
@@ -69,6 +70,7 @@ class SweepPlan:
     differs: List[str]      # settings of the base recipe that differ from the paper's for this figure
     readings: Dict[str, str] = field(default_factory=dict)  # disagreement key → the reading used
     notes: List[str] = field(default_factory=list)  # the base recipe's comment lines (recipes.recipe_notes)
+    claims: List[Claim] = field(default_factory=list)  # the figure's claims, then the user's (declared before runs)
 
 
 def check_seeds(seeds: Sequence[Any]) -> List[int]:
@@ -359,6 +361,7 @@ def plan_sweep(
         readings: Optional[Mapping[str, str]] = None,
         depths: Optional[Sequence[int]] = None,
         densities: Optional[Sequence[float]] = None,
+        claims: Sequence[Any] = (),
 ) -> SweepPlan:
     """The points, seeds and settings of a sweep (see the module docstring), every point checked to build (a line
     logged per point as it is built on the meta device). None means the figure's (or the experiment's) default; an
@@ -379,12 +382,16 @@ def plan_sweep(
             ``# figure:`` line).
         readings: For a disagreement of the paper's text and tables, the reading to follow instead of the first
             (disagreement key → reading name, e.g. ``{'omega': 'text'}``; :attr:`Figure.disagreements`).
+        claims: The user's own claims (:class:`~timm_pkmixer.sweeps.claims.Claim`, or its JSON data or text),
+            declared beside the figure's (:attr:`Figure.claims`); a name the figure's claims use is refused.
     """
+    own = [c if isinstance(c, Claim) else parse_claim(c) for c in claims]  # refused before anything is built
     path = resolve_recipe(recipe)
     base = load_recipe(path)
     if 'model' not in base:
         raise InvalidArgumentError(f'{path}: the base recipe has no `model`')
     fig, experiment, fig_source = _pick_figure(path, experiment, figure)
+    declared = _declared_claims(fig, own)
     given_readings = dict(readings or {})
     used = _readings(fig, given_readings)
     user_kwargs = dict(model_kwargs or {})
@@ -423,7 +430,20 @@ def plan_sweep(
                  for name, v in options.items() if v is not None]
     settings += [Setting(f'model_kwargs.{k}', v, 'given (model_kwargs)') for k, v in user_kwargs.items()]
     return SweepPlan(str(recipe), experiment, fig, fig_source, points, list(seeds), settings, differs,
-                     {k: r.name for k, r in used.items()}, recipe_notes(path))
+                     {k: r.name for k, r in used.items()}, recipe_notes(path), declared)
+
+
+def _declared_claims(fig: Optional[Figure], own: Sequence[Claim]) -> List[Claim]:
+    """The figure's claims then the user's, each name once."""
+    figure_claims = list(fig.claims) if fig else []
+    names = [c.name for c in figure_claims]
+    for claim in own:
+        if claim.name in names:
+            whose = f'the figure {fig.key}\'s' if fig and claim.name in [c.name for c in figure_claims] else 'another'
+            raise InvalidArgumentError(f'claims: {claim.name!r} is already {whose} claim of this sweep: give yours '
+                                       f'another name')
+        names.append(claim.name)
+    return figure_claims + list(own)
 
 
 def experiment_points(base_recipe: str, experiment: Optional[str] = None, **kwargs: Any) -> List[ExperimentPoint]:

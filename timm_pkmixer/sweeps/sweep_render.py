@@ -27,6 +27,9 @@ def explain(plan: SweepPlan) -> str:
             lines.append(f'- {d.key} ({d.what}): ' + '; '.join(
                 f'{"**" + r.name + "** (used)" if r.name == plan.readings[d.key] else r.name}: {r.says} ({r.source})'
                 + ('' if r.name == plan.readings[d.key] else f' → `--reading {d.key}={r.name}`') for r in d.readings))
+    lines += ['', 'Claims declared before the runs (judged by `pkmixer report`):'] + (
+        [f'- **{c.name}** ({c.kind}, {c.source}): {c.says}' for c in plan.claims] if plan.claims else
+        ['- none: declare one with `pkmixer sweep … --claim JSON` (docs/research_tools.md, "Claims and verdicts")'])
     if plan.differs:
         lines += ['', 'The base recipe differs from the paper for this figure:'] + [f'- {d}' for d in plan.differs]
     if plan.notes:

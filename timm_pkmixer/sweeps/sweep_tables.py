@@ -10,7 +10,10 @@ source: a section or caption, or ``ours: why`` where the paper is silent. A figu
 * ``model``: how the points are built (for ``--explain``; the numbers are in :attr:`Figure.params`);
 * ``seeds``: the number of seeds the paper trains per point;
 * ``disagreements``: where the paper's text and its tables or captions say different things: every reading with
-  its source, the first one used unless another is picked (``readings={KEY: NAME}``, ``--reading KEY=NAME``).
+  its source, the first one used unless another is picked (``readings={KEY: NAME}``, ``--reading KEY=NAME``);
+* ``claims``: what the paper says the figure shows, as :class:`~timm_pkmixer.sweeps.claims.Claim` data that
+  ``pkmixer sweep`` writes into the sweep's record before anything runs and ``pkmixer report`` judges (a figure of
+  no test-error claim, as Fig. 2 (a)'s CKA, has none).
 
 A packaged recipe names the figures it is the base of on ``# figure: KEY`` lines; `pkmixer sweep` picks the one of
 the requested experiment (or the one given). :data:`EXPERIMENTS` is the one list of the experiments (the sweep's
@@ -18,6 +21,8 @@ and the report's).
 """
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
+
+from .claims import Claim
 
 __all__ = ['EXPERIMENTS', 'Setting', 'Reading', 'Disagreement', 'Figure', 'FIGURES', 'IMAGENET_SWEEP_OMEGA',
            'IMAGENET_SWEEP_PATCHES', 'CIFAR_SWEEP_PAIRS', 'DEPTHS', 'SW_MLP_DENSITIES', 'MLP_MIXER_DIMS',
@@ -96,6 +101,7 @@ class Figure:
     model: Tuple[Setting, ...] = ()
     params: Dict[str, Any] = field(default_factory=dict)
     disagreements: Tuple[Disagreement, ...] = ()
+    claims: Tuple[Claim, ...] = ()
 
 
 def _s(name: str, value: Any, source: str) -> Setting:
@@ -164,6 +170,29 @@ _HARD_AUG_C5 = ("C.5's augmentation as the recipe has it: RandAugment rand-m9-ms
                 "in place of C.5's RandAugment (train.py takes one policy; mixup, cutmix and erasing stay)")
 
 
+# ------------------------------------------------------------------ what the figures claim (the paper's words)
+_RP, _NORMAL = {'permutation': 'random'}, {'permutation': 'normal'}
+_WIDTH_FALLS = Claim(
+    'error-falls-with-width', 'trend', factor='width', scale='log2', expect='falls', within=('family', 'permutation'),
+    says='At a fixed Ω the test error falls as the effective width m = S·C grows (S-Mixers, normal and RP, and the '
+         'SW-MLPs at their m)', source='Fig. 5, §4.1 (Hypothesis 4.1)')
+_LOWEST_AT_C_EQUALS_S = Claim(
+    'lowest-near-c-equals-s', 'lowest_at', factor='embed_dim', at='balanced', within=('permutation',),
+    says='At a fixed Ω the test error is lowest near C = S, where the width m = S·C peaks (eq. 15): the arm nearest '
+         'C = S below the mean of the two ends of the C range; normal and RP alike',
+    source='Fig. 6, §4.2, eq. 15')
+_NO_TREND_OVER_C = Claim(
+    'no-trend-over-c', 'trend', factor='embed_dim', scale='log2', expect='none', within=('permutation',),
+    says="C.4's pairs are symmetric ((C, S) and (S, C) share m): width alone predicts no trend of the error over C "
+         '(measured, not judged)', source='eq. 14, eq. 15')
+_FIG7_CLAIMS = (
+    Claim('rp-matches-or-beats-normal-when-deep', 'match_or_beat', a=_RP, b=_NORMAL, within=('num_blocks',),
+          at='largest', says='As depth grows the RP S-Mixer matches or beats the normal one (judged at the deepest L; '
+                             'the others listed: RP trails at limited depth)', source='Fig. 7, §6, D.4'),
+    Claim('rp-gap-shrinks-with-depth', 'trend', factor='num_blocks', gap=(_RP, _NORMAL), expect='falls',
+          says='RP − normal error falls as the depth L grows (RP trails at limited depth, catches up deeper)',
+          source='Fig. 7, §6 (remark on depth), D.4'))
+
 _FIG5_MODEL = (
     _s('S-Mixer L', 8, 'C.4 (i): eight blocks'), _s('P', 4, 'C.4: per-patch FC, P = 4, S0 = 64'),
     _s('(C, S) pairs', 'CIFAR_SWEEP_PAIRS[Ω]', 'C.4 (i), as printed for Ω = 2^18, 2^21, 2^27'),
@@ -198,11 +227,17 @@ _FIGURES = [
            params=dict(dims=FIG4_DIMS, omega=2 ** 19, gamma=2.0, num_blocks=3, patch_size=4,
                        permutations=('normal',), sw_mlp=dict(paired=True, num_blocks=6),
                        refuses=dict(omega='C.2 prints its S for Ω = 2^19', gamma='C.1 and C.2 set γ = 2')),
-           disagreements=(SW_BLOCK,)),
+           disagreements=(SW_BLOCK,),
+           claims=(Claim('error-falls-with-width', 'trend', factor='width', scale='log2', expect='falls',
+                         within=('family',),
+                         says='At a fixed Ω the test error falls as the width grows, for MLP-Mixers and SW-MLPs alike '
+                              '(Fig. 4 left plots it against γm)',
+                         source='Fig. 4 (left), §4.3'),)),
     Figure('fig5', 'Fig. 5: S-Mixers and SW-MLPs against m at fixed Ω', 'width', 'pairs',
            seeds=_s('seeds', 3, 'C.4: three trials'), expects=C4_TRAINING, model=_FIG5_MODEL + _SW_ARM_FIG5,
            params=dict(omega=2 ** 18, num_blocks=8,
-                       sw_mlp=dict(num_blocks=8, omega=2 ** 18, gamma=1.0, densities=SW_MLP_DENSITIES))),
+                       sw_mlp=dict(num_blocks=8, omega=2 ** 18, gamma=1.0, densities=SW_MLP_DENSITIES)),
+           claims=(_WIDTH_FALLS,)),
 ]
 
 _FIG6_OMEGA = Disagreement(
@@ -235,7 +270,8 @@ for _ds, (_omega, _opt, _lr, _batch, _epochs, _seeds, _dis) in {
                _s('P', 4, 'C.4'), SKIP_LAYER, _s('SW-MLP arm', 'none', 'Fig. 6 has none')),
         params=dict(omega=_omega, num_blocks=12, sw_mlp=None),
         disagreements=_dis + (_hard_aug({'cifar10': 'CIFAR10', 'cifar100': 'CIFAR100', 'stl10': 'STL10'}[_ds],
-                                        *_HARD_AUG_C4),)))
+                                        *_HARD_AUG_C4),),
+        claims=(_LOWEST_AT_C_EQUALS_S, _NO_TREND_OVER_C)))
 _FIGURES += [
     Figure('fig6d', 'Fig. 6 (d): MLP-Mixers on ImageNet-1k against C at fixed Ω', 'width', 'imagenet',
            seeds=_s('seeds', 3, 'C.5: three trials'),
@@ -246,7 +282,8 @@ _FIGURES += [
            model=(_s('L', 8, 'Table S.2'), _s('γ', 4, 'C.5'), _s('Ω', IMAGENET_SWEEP_OMEGA, 'C.5'),
                   _s('P', ', '.join(map(str, IMAGENET_SWEEP_PATCHES)), 'C.5'), _s('C', '3P²', 'C.5'),
                   _s('S', 'eq. S.44, nearest integer', 'C.5'), SKIP_LAYER),
-           params=dict(), disagreements=(_hard_aug('ImageNet-1k', *_HARD_AUG_C5),)),
+           params=dict(), disagreements=(_hard_aug('ImageNet-1k', *_HARD_AUG_C5),),
+           claims=(_LOWEST_AT_C_EQUALS_S,)),
 ]
 for _ds in ('cifar10', 'cifar100'):
     _FIGURES.append(Figure(
@@ -264,7 +301,10 @@ for _ds in ('cifar10', 'cifar100'):
                _s('SW-MLP L', 8, 'ours: D.2 gives none; the Mixers\' (as C.4 (ii))'), SW_INPUT_LAYER),
         params=dict(dims=MLP_MIXER_DIMS, omega=FIGS2_OMEGA, gamma=4.0, num_blocks=8, patch_size=4,
                     model='pk_mixer_ss_w_32', sw_mlp=dict(num_blocks=8, densities=SW_MLP_DENSITIES)),
-        disagreements=(SW_BLOCK,)))
+        disagreements=(SW_BLOCK,),
+        claims=(Claim('error-falls-with-width', 'trend', factor='width', scale='log2', expect='falls',
+                      within=('family',), says='With γ = 4 the test error falls as m grows, for MLP-Mixers and '
+                                               'SW-MLPs alike', source='Fig. S.2, D.2'),)))
 _D7_MODEL = (
     _s('MLP-Mixer γ', 4, 'D.7, Fig. S.7 caption'), _s('MLP-Mixer L', 8, 'ours: D.7 gives none; Fig. S.6\'s'),
     _s('P', 4, 'C.4'), SKIP_LAYER,
@@ -310,7 +350,11 @@ _FIGURES += [
                (Reading('caption', 'C = 114 (S = 32)', 'Fig. S.6 caption'),
                 Reading('pairs', "C = 113, C.4's pair (113, 32)", 'C.4 (i)',
                         params=dict(dims=(16, 32, 64, 113, 173)))),
-               'ours: the caption is the figure\'s'),)),
+               'ours: the caption is the figure\'s'),),
+           claims=(Claim('rp-overfits-less-at-largest-c', 'direction', metric='eval_loss', a=_RP, b=_NORMAL,
+                         expect='lower', within=('embed_dim',), at='largest',
+                         says='RP prevents over-fitting: at the largest C the RP S-Mixer ends with the lower test loss '
+                              '(the normal one over-fits "more than twice" as much)', source='Fig. S.6, D.7'),)),
     Figure('figS7', 'Fig. S.7: test/train-loss curves of MLP-Mixers (γ = 4) with AutoAugment (D.7)', 'width', 'dims',
            seeds=_s('seeds', 5, 'Fig. S.7 caption: five trials'),
            expects=_c4(lr=_s('lr', 0.1, 'Fig. S.7 caption'), batch_size=_s('batch_size', 256, 'Fig. S.7 caption'),
@@ -322,7 +366,11 @@ _FIGURES += [
            model=(_s('C', ', '.join(map(str, FIGS6_DIMS)), 'ours: the caption names C = 173 only; D.7 continues '
                                                           'Fig. S.6, whose C these are'),) + _D7_MODEL,
            params=dict(dims=FIGS6_DIMS, omega=2 ** 20, gamma=4.0, num_blocks=8, patch_size=4,
-                       model='pk_mixer_ss_w_32', sw_mlp=None)),
+                       model='pk_mixer_ss_w_32', sw_mlp=None),
+           claims=(Claim('rp-lower-test-loss-at-largest-c', 'direction', metric='eval_loss', a=_RP, b=_NORMAL,
+                         expect='lower', within=('embed_dim',), at='largest',
+                         says='With AutoAugment the RP Mixer still ends with the lower test loss at C = 173',
+                         source='Fig. S.7, D.7'),)),
     Figure('figS8', 'Fig. S.8: curves of MLP-Mixers (γ = 4) at S = C = 64 with AdamW and AutoAugment (D.7)', 'width',
            'dims', seeds=_s('seeds', 5, 'Fig. S.8 caption: five trials'),
            expects=_c4(opt=_s('opt', 'adamw', 'D.7: "SGD was replaced with AdamW"'), momentum=None,
@@ -334,11 +382,17 @@ _FIGURES += [
                       _s('aa', 'original', 'Fig. S.8 caption')),
            model=(_s('S = C', 64, 'Fig. S.8 caption (dims adds other C at the same Ω)'),) + _D7_MODEL,
            params=dict(dims=(64,), omega=2 ** 20, gamma=4.0, num_blocks=8, patch_size=4, model='pk_mixer_ss_w_32',
-                       sw_mlp=None)),
+                       sw_mlp=None),
+           claims=(Claim('rp-beats-normal', 'direction', a=_RP, b=_NORMAL, expect='lower',
+                         says='With AdamW and AutoAugment at S = C = 64 the RP MLP-Mixer ends with the lower test '
+                              'error (its test loss keeps falling where the normal one\'s plateaus: a late effect, '
+                              '600 epochs)', source='Fig. S.8, D.7'),
+                   Claim('rp-lower-test-loss', 'direction', metric='eval_loss', a=_RP, b=_NORMAL, expect='lower',
+                         says='… and the lower test loss', source='Fig. S.8, D.7'))),
     Figure('fig7', 'Fig. 7: S-Mixers against depth L', 'depth', 'depth', seeds=_s('seeds', 3, 'C.6: three trials'),
            expects=C4_TRAINING,
            model=(_s('L', ', '.join(map(str, DEPTHS)), 'C.6'), _s('S = C', 128, 'C.6'), _s('P', 4, 'C.4')),
-           params=dict(depths=DEPTHS)),
+           params=dict(depths=DEPTHS), claims=_FIG7_CLAIMS),
     Figure('figS4', 'Fig. S.4: one RP block among normal ones', 'rp-block', 'rp-block',
            seeds=_s('seeds', 3, 'C.6 (D.5: "consistent with those described in Section C.6")'), expects=C4_TRAINING,
            model=(_s('points', 'all normal, all random, and each block alone random', 'D.5'),
@@ -349,7 +403,10 @@ _FIGURES += [
                         'Fig. S.4 caption'),
                 Reading('text', 'S = C = 64, four blocks', 'D.5 text',
                         model_kwargs=dict(num_tokens=64, embed_dim=64, num_blocks=4))),
-               'ours: the caption is the figure\'s'),)),
+               'ours: the caption is the figure\'s'),),
+           claims=(Claim('first-block-rp-trails', 'direction', a={'permutation': 'RN*'}, b=_NORMAL, expect='higher',
+                         says='Where RP costs accuracy at limited depth, the cost is the first block\'s: the S-Mixer '
+                              'whose first block alone is RP trails the normal one', source='Fig. S.4, D.5'),)),
     Figure('figS5-cifar', 'Fig. S.5 (CIFAR): S-Mixers against the patch size P', 'patch', 'patch',
            seeds=_s('seeds', 3, 'D.6: three trials (CIFAR)'),
            expects=_c4(lr=_s('lr', 0.1, 'D.6')), overrides=(_s('lr', 0.1, 'D.6'), _s('epochs', 200, 'D.6')),
@@ -385,7 +442,14 @@ _FIGURES += [
     Figure('fig2d', 'Fig. 2 (d): shallow Monarch and Kronecker MLPs (§3.3, C.1)', 'seeds', 'seeds',
            seeds=_s('seeds', 5, 'C.1: five seeds'), expects=_C1_SHALLOW_TRAINING,
            model=(_s('model', "the base recipe's (shallow_monarch_28 or shallow_kron_28: x ↦ B_c B_2 ReLU(B_1 x))",
-                     '§3.3, Table S.1'),)),
+                     '§3.3, Table S.1'),),
+           claims=(Claim('kronecker-not-worse', 'match_or_beat', a={'model': 'shallow_kron_*'},
+                         b={'model': 'shallow_monarch_*'},
+                         says='Weight sharing does not compromise performance: the shallow Kronecker MLP is not worse '
+                              'than the Monarch one (lower, or level within the margin)', source='§3.3, Fig. 2 (d)'),
+                   Claim('comparable', 'level', a={'model': 'shallow_kron_*'}, b={'model': 'shallow_monarch_*'},
+                         says='"perform comparably": the two level within the margin (the literal wording)',
+                         source='§3.3'))),
 ]
 
 FIGURES: Dict[str, Figure] = {f.key: f for f in _FIGURES}

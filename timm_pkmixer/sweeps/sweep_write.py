@@ -57,7 +57,7 @@ def _record(plan: SweepPlan, files: Dict[str, List[str]]) -> Dict[str, Any]:
         recipe=plan.recipe, experiment=plan.experiment, figure=plan.figure.key if plan.figure else None,
         figure_source=plan.figure_source, seeds=plan.seeds, readings=plan.readings,
         settings=[dict(setting=s.name, value=s.value, source=s.source) for s in plan.settings],
-        differs_from_paper=plan.differs,
+        differs_from_paper=plan.differs, claims=[c.as_dict() for c in plan.claims],
         points=[dict({k: v for k, v in asdict(p).items() if k != 'own'}, files=files[p.name]) for p in plan.points])
 
 
