@@ -3,6 +3,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..errors import InvalidArgumentError, UserInputError
 from ._common import add_command
 
 __all__ = ['add_commands']
@@ -17,7 +18,14 @@ def default_out_dir(first: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from ..reports.report import build_report, write_report
-    report = build_report(args.runs, args.experiment)
+    from ..sweeps.claims import parse_claim
+    claims = []
+    for text in args.claim or ():
+        try:
+            claims.append(parse_claim(text))
+        except UserInputError as e:
+            raise InvalidArgumentError(f'--claim: {e}') from None
+    report = build_report(args.runs, args.experiment, claims)
     files, skipped = write_report(report, args.out_dir or default_out_dir(args.runs[0]),
                                   figures=not args.no_figures)
     runs = sum(len(p.runs) for p in report.points)
@@ -27,11 +35,25 @@ def run(args: argparse.Namespace) -> int:
     print(f'{report.experiment}: {runs} runs averaged in {len(report.points)} groups, {len(report.listed)} listed '
           f'(not averaged){said}, {len(report.unreadable)} unreadable folders; wrote '
           f'{", ".join(str(f) for f in files)}')
+    for line in report_verdict_lines(files):
+        print(line)
     for name, why in report.unreadable:
         print(f'{args.prog}: cannot read {name}: {why}', file=sys.stderr)
     if skipped:
         print(f'{args.prog}: figures not drawn: {skipped}', file=sys.stderr)
     return 0
+
+
+def report_verdict_lines(files) -> list:
+    """The verdict's one-line sentences from the verdict.json just written (a line saying none is declared)."""
+    from ..reports.report import VERDICT_JSON
+    from ..state_files import read_json
+    path = next((f for f in files if Path(f).name == VERDICT_JSON), None)
+    record = read_json(path, lambda why: InvalidArgumentError(f'{path}: {why}'), {}) if path else None
+    if not record:
+        return []
+    return ([f'verdict: {c["word"]} — {c["sentence"]}' for c in record.get('claims', [])] or
+            ['verdict: no claim declared (report.md says how to declare one)'])
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -50,3 +72,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                    help="name the experiment (default: the one the runs' sweep named, else from what varies "
                         'between the groups)')
     p.add_argument('--no-figures', action='store_true', help='write the tables only (no matplotlib needed)')
+    p.add_argument('--claim', action='append', default=None, metavar='JSON',
+                   help="judge a claim of your own beside the ones the runs' sweeps declared (repeatable; said to be "
+                        'declared after the runs): the JSON of `pkmixer sweep --claim` (docs/research_tools.md, '
+                        '"Claims and verdicts")')

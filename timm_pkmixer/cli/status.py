@@ -19,16 +19,53 @@ def run(args: argparse.Namespace) -> int:
     statuses = read_status(folder)
     train_args = read_launch_train_args(folder)
     counts = Counter(s.state for s in statuses)
+    verdict = verdict_lines(folder, statuses)
     if args.json:
         print(json.dumps(dict(runs=[s.as_dict() for s in statuses], total={k: counts[k] for k in STATES},
-                              train_args=train_args), indent=1))
+                              train_args=train_args, verdict=verdict), indent=1))
         return 0
     if train_args is not None:
         print(f'train.py arguments of every run: {shlex.join(train_args) or "(none)"}')
     for status in statuses:
         print(status.line())
     print(f'total {len(statuses)}: ' + ', '.join(f'{counts[k]} {k}' for k in STATES))
+    for line in verdict:
+        print(line)
     return 0
+
+
+def verdict_lines(folder: Path, statuses: list) -> list:
+    """What `pkmixer status` says of the folder's declared claims (sweep.json): the verdict lines of the report
+    `pkmixer report DIR` wrote (DIR/report/verdict.json) when it is newer than every run's summary.csv, else what
+    judges them and when. Reads files only."""
+    from ..errors import InvalidArgumentError
+    from ..runs.run_folder import SUMMARY_CSV
+    from ..state_files import read_json
+    from ..sweeps.claims import claims_from_records
+    try:
+        record = read_json(folder / 'sweep.json', lambda why: InvalidArgumentError(why), {}) or {}
+        claims = claims_from_records(record.get('sweeps') or [])
+    except InvalidArgumentError as e:
+        return [f'verdict: the claims of sweep.json cannot be read ({e})']
+    if not claims:
+        return ['verdict: no claim declared in sweep.json (`pkmixer sweep … --claim JSON` declares one before the '
+                'runs; `pkmixer report DIR --claim JSON` judges one after them)']
+    names = ', '.join(c.name for c in claims)
+    finished = sum(s.state == 'finished' for s in statuses)
+    if finished < len(statuses):
+        return [f'verdict: {len(claims)} claim{"s" if len(claims) > 1 else ""} declared ({names}): judged by '
+                f'`pkmixer report {folder}` once every run has finished ({finished} of {len(statuses)} have)']
+    path = folder / 'report' / 'verdict.json'
+    newest = max((p.stat().st_mtime for s in statuses if (p := Path(s.run_dir) / SUMMARY_CSV).is_file()),
+                 default=0.0)
+    try:
+        judged = read_json(path, lambda why: InvalidArgumentError(why), {}) if path.is_file() else None
+    except InvalidArgumentError:
+        judged = None
+    if judged is None or path.stat().st_mtime < newest:
+        return [f'verdict: every run has finished: `pkmixer report {folder}` judges the {len(claims)} claim'
+                f'{"s" if len(claims) > 1 else ""} declared ({names})']
+    return [f'verdict: {c.get("word")} — {c.get("sentence")}' for c in judged.get('claims') or []]
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:

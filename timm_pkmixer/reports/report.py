@@ -29,9 +29,11 @@ train.py's files (also behind ``pkmixer plot run``, ``push`` and ``analyze``):
   of every group and of ``epochs.csv``.
 
 ``top1_err`` is 100 − ``eval_top1`` at the last scheduled epoch; ``best_top1_err`` uses the best epoch; sd is the
-sample standard deviation over seeds (n − 1). :func:`write_report` writes ``report.csv`` (every number in full),
-``report.md`` (rounded for reading) and ``epochs.csv`` (every run's per-epoch metrics with its configuration, long
-form, no machine path), from which :func:`build_report` rebuilds the same report; figures need the ``plot`` extra.
+sample standard deviation over seeds (n − 1). :func:`write_report` writes ``report.md`` (rounded for reading; first
+its Verdict section: the claims the runs' sweeps declared before the runs, judged by :mod:`~.verdicts`),
+``verdict.json`` (the same verdicts in full), ``report.csv`` (every number in full) and ``epochs.csv`` (every run's
+per-epoch metrics with its configuration, long form, no machine path), from which :func:`build_report` rebuilds
+the same report; figures need matplotlib.
 """
 import csv
 import io
@@ -53,18 +55,20 @@ from ..runs.epochs_csv import read_epochs_csv, write_epochs_csv
 from ..runs.launch_marker import launch_changes
 from ..runs.provenance import ENVIRONMENT_KEYS, NOT_RECORDED, PROVENANCE_JSON, environment_key, read_provenance
 from ..runs.run_folder import SEED_MODEL_ARGS, Run, RunFileError, epoch_ranges, find_runs, read_run
-from ..state_files import write_text
+from ..state_files import write_json, write_text
+from ..sweeps.claims import Claim
 from ..sweeps.sweep_tables import EXPERIMENTS
-from ..sweeps.sweep_write import swept_experiment
+from ..sweeps.sweep_write import declared_claims, launched_folder, swept_experiment
 
 __all__ = ['COLUMNS', 'Point', 'Listed', 'Report', 'LISTED_KINDS', 'infer_experiment', 'build_report', 'write_report',
-           'FIGURES_HINT', 'canonical_json']
+           'FIGURES_HINT', 'canonical_json', 'VERDICT_JSON']
 
 _logger = logging.getLogger(__name__)
 
 COLUMNS = ('experiment', 'point', 'model', 'num_blocks', 'num_tokens', 'embed_dim', 'width', 'permutation',
            'density', 'omega', 'gamma', 'patch_size', 'runs', 'seeds', 'epochs', 'top1_err_mean', 'top1_err_sd',
            'best_top1_err_mean', 'eval_loss_mean', 'note')
+VERDICT_JSON = 'verdict.json'  # the declared claims judged (reports/verdicts.py), beside report.md
 FIGURES_HINT = ("pkmixer report draws figures with matplotlib: pip install matplotlib (or, in a checkout of "
                 "timm-pkmixer, pip install '.[plot]')")
 _SEED_SUFFIX = re.compile(r'[-_]?seed-?\d+$')
@@ -149,6 +153,8 @@ class Report:
     unreadable: List[Tuple[str, str]] = field(default_factory=list)   # (folder, why)
     warnings: List[str] = field(default_factory=list)
     runs: List[Run] = field(default_factory=list)        # every run read (for epochs.csv)
+    claims: List[Claim] = field(default_factory=list)    # what the runs' sweeps declared, then any given here
+    claims_declared: List[str] = field(default_factory=list)  # where: 'sweep.json of fm_fig6 (before the runs)'
 
     def rows(self) -> List[Dict[str, Any]]:
         return [p.row() for p in self.points]
@@ -427,12 +433,38 @@ def _average_the_groups(b: _Building) -> None:
 
 
 # build_report is these steps, in order
+def _collect_claims(b: _Building) -> None:
+    """The claims declared in the sweep.json of the folders the runs were launched from (or beside an epochs.csv
+    given), each once; a claim of one name declared differently by two folders is refused."""
+    folders: List[Path] = []
+    for p in b.paths:
+        if Path(p).is_file():
+            folders.append(Path(p).resolve().parent)
+            continue
+        for folder, _ in find_runs([p]):
+            launched = launched_folder(folder)
+            if launched is not None:
+                folders.append(launched)
+    found: OrderedDict[str, Claim] = OrderedDict()
+    for folder in dict.fromkeys(folders):
+        claims = declared_claims(folder)
+        for claim in claims:
+            if claim.name in found and found[claim.name] != claim:
+                raise InvalidArgumentError(f'claim {claim.name!r} is declared differently in two sweep folders '
+                                           f'({folder.name} and another): report them apart')
+            found[claim.name] = claim
+        if claims:
+            b.report.claims_declared.append(f'`sweep.json` of `{folder.name}/` (written by `pkmixer sweep`, before '
+                                            f'the runs)')
+    b.report.claims = list(found.values())
+
+
 _STEPS: Tuple[Callable[[_Building], None], ...] = (
     _read_runs, _group_by_configuration, _list_runs_not_averaged, _list_groups_that_differ_elsewhere,
-    _name_the_experiment, _average_the_groups)
+    _name_the_experiment, _average_the_groups, _collect_claims)
 
 
-def build_report(paths: Sequence[str], experiment: Optional[str] = None) -> Report:
+def build_report(paths: Sequence[str], experiment: Optional[str] = None, claims: Sequence[Claim] = ()) -> Report:
     """Read the runs under `paths` (run folders, folders holding them, or ``epochs.csv`` files of an earlier
     report) and group them by configuration (see the module docstring; the steps: :data:`_STEPS`). Logs a line per
     run folder read and per group described.
@@ -441,9 +473,12 @@ def build_report(paths: Sequence[str], experiment: Optional[str] = None) -> Repo
         paths: Where the runs are.
         experiment: One of :data:`EXPERIMENTS` to name the experiment; None: the runs' sweep's, else inferred
             (:func:`infer_experiment`).
+        claims: Claims declared here, after the runs, beside those of the runs' sweeps (their ``sweep.json``, or
+            the one beside an ``epochs.csv`` given); :func:`write_report` judges them all.
 
     Raises:
-        InvalidArgumentError: `experiment` is unknown, or no run (folder with args.yaml) is found.
+        InvalidArgumentError: `experiment` is unknown, no run (folder with args.yaml) is found, or a claim's name
+            is declared twice.
         RunFileError: an epochs.csv that cannot be read (a folder that cannot be read is listed, not raised).
     """
     if experiment is not None and experiment not in EXPERIMENTS:
@@ -451,7 +486,16 @@ def build_report(paths: Sequence[str], experiment: Optional[str] = None) -> Repo
     building = _Building(paths, experiment, Report(experiment=experiment or '', points=[]))
     for step in _STEPS:
         step(building)
-    return building.report
+    report = building.report
+    taken = {c.name for c in report.claims}
+    clash = [c.name for c in claims if c.name in taken]
+    if clash:
+        raise InvalidArgumentError(f'claims: {", ".join(map(repr, clash))} already declared by the runs\' sweep: give '
+                                   f'yours another name')
+    if claims:
+        report.claims += list(claims)
+        report.claims_declared.append(f'{len(claims)} given to the report (declared after the runs)')
+    return report
 
 
 # ------------------------------------------------------------------------------------------------- writing
@@ -494,16 +538,19 @@ def _environments_md(report: Report) -> List[str]:
 
 
 def write_report(report: Report, out_dir: str, figures: bool = True) -> Tuple[List[Path], Optional[str]]:
-    """Write report.csv, report.md, epochs.csv and (with matplotlib) the figures into `out_dir`; logs a line per
-    experiment whose figures are drawn.
+    """Write report.md (its Verdict section first: the declared claims judged, :mod:`.verdicts`), report.csv,
+    epochs.csv, verdict.json and (with matplotlib) the figures into `out_dir`; logs a line per experiment whose
+    figures are drawn.
 
     Returns:
         (the files written, None or why the figures were not drawn). The tables need nothing beyond the base install.
     """
+    from .verdicts import judge_points, scipy_version, verdict_markdown, verdict_record
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = report.rows()
-    written = [out / 'report.csv', out / 'report.md', out / 'epochs.csv']
+    written = [out / 'report.csv', out / 'report.md', out / 'epochs.csv', out / VERDICT_JSON]
+    verdicts = judge_points(report.claims, report.points)
     table = io.StringIO(newline='')
     writer = csv.DictWriter(table, fieldnames=COLUMNS)
     writer.writeheader()
@@ -511,7 +558,8 @@ def write_report(report: Report, out_dir: str, figures: bool = True) -> Tuple[Li
         writer.writerow({k: _csv_value(v) for k, v in row.items()})
     write_text(out / 'report.csv', table.getvalue())
     averaged = sum(len(p.runs) for p in report.points)
-    md = [f'# Report: {report.experiment}', '',
+    md = [f'# Report: {report.experiment}', ''] + verdict_markdown(verdicts, report.claims_declared) + [
+          '', '## Runs', '',
           f'{averaged} runs averaged in {len(report.points)} groups (runs equal in every argument but the seed and '
           f'bookkeeping); {len(report.listed)} runs listed, not averaged; {len(report.unreadable)} unreadable '
           f'folders. What varies between the groups: {", ".join(report.varies) or "nothing"}. '
@@ -538,11 +586,15 @@ def write_report(report: Report, out_dir: str, figures: bool = True) -> Tuple[Li
     if report.unreadable:
         md += ['', '## Folders that cannot be read', '', 'In no table and no figure (each figure counts them).', '']
         md += [f'- `{n}`: {why}' for n, why in report.unreadable]
-    md += _environments_md(report)
+    md += _environments_md(report) + ['', f'The verdicts above were judged with scipy {scipy_version()} '
+                                          f'({VERDICT_JSON}).']
     if report.warnings:
         md += ['', '## Warnings', ''] + [f'- {w}' for w in report.warnings]
     write_text(out / 'report.md', '\n'.join(md) + '\n')
     write_epochs_csv(report.runs, out / 'epochs.csv')
+    write_json(out / VERDICT_JSON, verdict_record(verdicts, report.claims_declared,
+                                                  [r.name for p in report.points for r in p.runs]),
+               ensure_ascii=False)
     skipped = None
     if figures and report.points:
         try:

@@ -16,13 +16,14 @@ from ..errors import InvalidArgumentError
 from ..runs.launch_marker import read_launch_marker
 from ..runs.run_folder import PathLike, RunFileError
 from ..state_files import read_text, write_json, write_text
+from .claims import Claim, claims_from_records
 from .recipes import comment_line, load_recipe, resolve_recipe
 from .sweep_plan import SweepPlan, plan_sweep
 from .sweep_render import explain
 
 __all__ = ['SWEEP_RECORD', 'SWEEP_EXPLAINED', 'WANDB_PROJECT_MAXLEN', 'WANDB_PROJECT_FORBIDDEN', 'read_sweep_record',
-           'check_wandb_project', 'write_sweep',
-           'recipe_experiments', 'swept_experiment']
+           'check_wandb_project', 'write_sweep', 'recipe_experiments', 'swept_experiment', 'declared_claims',
+           'launched_folder']
 
 SWEEP_RECORD, SWEEP_EXPLAINED = 'sweep.json', 'SWEEP.md'  # not *.yaml: `for r in DIR/*.yaml` trains recipes only
 # W&B's own rule for a project name (wandb 0.31: wandb.sdk.artifacts._validators.validate_project_name, NAME_MAXLEN and
@@ -179,3 +180,30 @@ def swept_experiment(run_dir: PathLike) -> Optional[str]:
     if not marker:
         return None
     return recipe_experiments(Path(run_dir) / marker['folder']).get(marker['recipe'])
+
+
+def declared_claims(folder: PathLike) -> List[Claim]:
+    """The claims declared in `folder`'s ``sweep.json`` (every sweep written into it; [] when there is none).
+
+    Raises:
+        RunFileError: a sweep.json that cannot be read.
+        InvalidArgumentError: a claim in it that does not parse, or one name declared twice differently.
+    """
+    path = Path(folder) / SWEEP_RECORD
+    if not path.is_file():
+        return []
+    try:
+        return claims_from_records(read_sweep_record(path).get('sweeps', []))
+    except InvalidArgumentError as e:
+        if isinstance(e, RunFileError):
+            raise
+        raise RunFileError(f'{path}: {e}') from None
+
+
+def launched_folder(run_dir: PathLike) -> Optional[Path]:
+    """The folder `pkmixer launch` ran `run_dir`'s recipe from (its launch marker says), or None."""
+    try:
+        marker = read_launch_marker(run_dir)
+    except RunFileError:
+        return None
+    return (Path(run_dir) / marker['folder']).resolve() if marker else None
