@@ -7,18 +7,28 @@ launch marker, ``pkmixer launch``'s lock, records, recorded train.py arguments a
 * **Written whole.** A reader never sees half a file: written beside it, then renamed over it (:func:`write_text`,
   :func:`write_json`) or hard-linked into place when it must not exist yet (:func:`create_json`); a write that fails
   leaves the previous file and no temporary one.
+* **Bounded.** Each kind of file has a size limit (:data:`SIZE_LIMITS`, by its name's suffix; :data:`MAX_BYTES`
+  for any other), checked before it is read: an 8 GiB sparse file is named with its size and the limit, never
+  read into memory. The JSON of a ``.json`` file (and of the JSON cells of a ``.csv`` file, as the report's
+  ``epochs.csv`` holds) nests at most :data:`MAX_DEPTH` deep and holds no number of more than :data:`MAX_DIGITS`
+  digits, so that no ``json.loads`` of it recurses without end or makes a number Python cannot print.
 * **JSON of a known shape** (:func:`read_json`) and **YAML read safely** (:func:`load_yaml`: ``yaml.safe_load``
   whose aliases may not expand a document beyond :data:`YAML_MAX_NODES` nodes or refer to a node that contains
-  them; :func:`yaml_reason` says a YAML error in one line).
+  them, that nests at most :data:`MAX_DEPTH` deep and whose integers have at most :data:`MAX_DIGITS` digits;
+  :func:`yaml_reason` says a YAML error in one line).
 
 Each reader takes `problem`, which turns what is wrong (``'a FIFO, not a regular file'``, ``'not a text file'``, …)
 into the caller's own exception, so that each wing keeps its error class and its words (the launcher's
 :class:`~timm_pkmixer.launch.errors.StateFileError`, a run's :class:`~timm_pkmixer.runs.run_folder.RunFileError`).
 """
+import csv
 import errno
 import fcntl
+import io
+import itertools
 import json
 import os
+import re
 import stat
 import threading
 from pathlib import Path
@@ -26,19 +36,41 @@ from typing import IO, Any, Callable, Dict, Mapping, Optional, Tuple, Union
 
 import yaml
 
-__all__ = ['MAX_BYTES', 'Problem', 'open_regular', 'read_text', 'read_tail', 'read_json', 'open_log',
-           'temporary_beside', 'write_text', 'write_json', 'create_json', 'YAML_MAX_NODES', 'YAMLAliasError',
-           'load_yaml', 'yaml_reason']
+__all__ = ['MAX_BYTES', 'SIZE_LIMITS', 'MAX_DEPTH', 'MAX_DIGITS', 'Problem', 'size_limit', 'open_regular',
+           'read_text', 'read_tail', 'json_problem', 'read_json', 'open_log', 'temporary_beside', 'write_text',
+           'write_json', 'create_json', 'YAML_MAX_NODES', 'YAMLAliasError', 'YAMLDepthError', 'load_yaml',
+           'yaml_reason']
 
 PathLike = Union[str, 'os.PathLike[str]']
 Problem = Callable[[str], Exception]   # what is wrong with a file, in words -> the exception the caller raises
-MAX_BYTES = 1 << 20  # a state file larger than this is not one of the package's (where a reader sets a limit)
+# The most bytes a file of each kind may hold, by its name's suffix (any other: MAX_BYTES): far above any the
+# package writes (a recipe or args.yaml: a few kB; the largest committed epochs.csv: 1.1 MB), far below what
+# exhausts memory once parsed.
+SIZE_LIMITS: Dict[str, int] = {'.yaml': 1 << 20, '.yml': 1 << 20, '.json': 64 << 20, '.csv': 256 << 20}
+MAX_BYTES = 16 << 20
+MAX_DEPTH = 100   # JSON or YAML nested deeper than this is no file of the package's (theirs nest 4 deep at most)
+MAX_DIGITS = 100  # nor is a number of more digits (Python converts at most 4,300 to text; YAML's 1:2:…:9 and 0x…
+# integers grow without end)
 _KINDS = ((stat.S_ISFIFO, 'a FIFO'), (stat.S_ISSOCK, 'a socket'), (stat.S_ISCHR, 'a character device'),
           (stat.S_ISBLK, 'a block device'), (stat.S_ISDIR, 'a folder'))
 
 
 def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), 'not a file')
+
+
+def size_limit(path: PathLike) -> Tuple[int, str]:
+    """(the most bytes `path` may hold, its kind in words: ``'a .yaml file'``), from its name's suffix."""
+    suffix = Path(path).suffix.lower()
+    return (SIZE_LIMITS[suffix], f'a {suffix} file') if suffix in SIZE_LIMITS else (MAX_BYTES, 'a file')
+
+
+def _bytes(n: int) -> str:
+    """``'8 GiB'``, ``'1.5 MiB'``, ``'12 bytes'``."""
+    for unit, shift in (('GiB', 30), ('MiB', 20), ('KiB', 10)):
+        if n >= 1 << shift:
+            return f'{round(n / (1 << shift), 1):g} {unit}'
+    return f'{n} bytes'
 
 
 # ------------------------------------------------------------------------------------------------- reading
@@ -63,20 +95,29 @@ def open_regular(path: PathLike, flags: int, problem: Problem, mode: int = 0o644
     return fd
 
 
-def read_text(path: PathLike, problem: Problem, limit: Optional[int] = MAX_BYTES) -> Optional[str]:
+def read_text(path: PathLike, problem: Problem, limit: Optional[int] = None) -> Optional[str]:
     """The UTF-8 text of the regular file `path` (None if there is none); a special file, a symlink loop, a file
-    larger than `limit` bytes (None: any size) or one that is not text is ``raise problem(why)``."""
+    larger than `limit` bytes (None: the limit of its kind, :func:`size_limit`), one that is not text, or JSON
+    nested deeper than :data:`MAX_DEPTH` or with a number of more than :data:`MAX_DIGITS` digits in a ``.json``
+    file or a ``.csv`` file's cells (:func:`json_problem`) is ``raise problem(why)``."""
     fd = open_regular(path, os.O_RDONLY, problem)
     if fd is None:
         return None
+    kind = f'the limit of {size_limit(path)[1]}' if limit is None else 'the limit'
+    limit = size_limit(path)[0] if limit is None else limit
     with os.fdopen(fd, 'rb') as f:
-        data = f.read() if limit is None else f.read(limit + 1)
-    if limit is not None and len(data) > limit:
-        raise problem(f'larger than {limit} bytes')
+        size = os.fstat(f.fileno()).st_size
+        data = b'' if size > limit else f.read(limit + 1)  # /proc's files say 0 bytes: read, but no further
+    if size > limit or len(data) > limit:
+        raise problem(f'{_bytes(size) + ", " if size > limit else ""}larger than {_bytes(limit)}, {kind}')
     try:
-        return data.decode('utf-8')
+        text = data.decode('utf-8')
     except UnicodeDecodeError:
         raise problem('not a text file') from None
+    why = _text_problem(Path(path).suffix.lower(), text)
+    if why:
+        raise problem(why)
+    return text
 
 
 def read_tail(path: PathLike, problem: Problem, size: int) -> Optional[str]:
@@ -88,6 +129,36 @@ def read_tail(path: PathLike, problem: Problem, size: int) -> Optional[str]:
     with os.fdopen(fd, 'rb') as f:
         f.seek(max(0, f.seek(0, 2) - size))
         return f.read().decode('utf-8', 'replace')
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_BRACKETS = re.compile(r'[^\[\]{}]+')
+_STEP = {'[': 1, '{': 1, ']': -1, '}': -1}
+_LONG_NUMBER = re.compile(rf'\d{{{MAX_DIGITS + 1}}}')
+
+
+def json_problem(text: str) -> str:
+    """What makes JSON `text` unsafe to parse (``'nested deeper than 100 levels'``, ``'a number of more than 100
+    digits'``), or '' (also for text that is not JSON at all: its parser says why)."""
+    outside = _JSON_STRING.sub('""', text)
+    if max(itertools.accumulate(_STEP[c] for c in _BRACKETS.sub('', outside)), default=0) > MAX_DEPTH:
+        return f'nested deeper than {MAX_DEPTH} levels'
+    if _LONG_NUMBER.search(outside):
+        return f'a number of more than {MAX_DIGITS} digits'
+    return ''
+
+
+def _text_problem(suffix: str, text: str) -> str:
+    """:func:`json_problem` of a ``.json`` file's text or of each cell of a ``.csv`` file that holds JSON."""
+    if suffix == '.json':
+        return json_problem(text)
+    if suffix == '.csv' and ('[' in text or '{' in text):
+        try:
+            cells = (c for row in csv.reader(io.StringIO(text, newline='')) for c in row if c[:1] in ('[', '{'))
+            return next(filter(None, map(json_problem, cells)), '')
+        except csv.Error:  # not CSV: its reader says why
+            return ''
+    return ''
 
 
 def _shape_problem(data: Any, shape: Mapping[str, Tuple[type, ...]]) -> str:
@@ -102,13 +173,13 @@ def _shape_problem(data: Any, shape: Mapping[str, Tuple[type, ...]]) -> str:
 
 def read_json(path: PathLike, problem: Problem, shape: Mapping[str, Tuple[type, ...]]) -> Optional[Dict[str, Any]]:
     """A JSON object whose keys of `shape` (those present) have its types; None when there is no file. Empty, not
-    JSON or of another shape is ``raise problem(why)``."""
+    JSON, unsafe to parse (:func:`json_problem`, whatever the file's name) or of another shape is
+    ``raise problem(why)``."""
     text = read_text(path, problem)
     if text is None:
         return None
-    if not text.strip():
-        why = 'empty'
-    else:
+    why = 'empty' if not text.strip() else json_problem(text)
+    if not why:
         try:
             data = json.loads(text)
             why = _shape_problem(data, shape)
@@ -180,11 +251,17 @@ class YAMLAliasError(yaml.composer.ComposerError):
     """A YAML alias that expands the document beyond :data:`YAML_MAX_NODES` nodes, or refers to its own anchor."""
 
 
+class YAMLDepthError(yaml.composer.ComposerError):
+    """A YAML document nested deeper than :data:`MAX_DEPTH` levels (composing it would recurse without end)."""
+
+
 class _BoundedSafeLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` counting each node's size with its aliases expanded, while composing."""
+    """``yaml.SafeLoader`` counting each node's size with its aliases expanded and its depth, while composing, and
+    refusing integers of more than :data:`MAX_DIGITS` digits."""
 
     def compose_document(self) -> Any:
         self._expanded: Dict[int, int] = {}   # id(node) → its node count, aliases expanded
+        self._depth = 0
         return super().compose_document()
 
     def compose_node(self, parent: Any, index: Any) -> Any:
@@ -195,7 +272,13 @@ class _BoundedSafeLoader(yaml.SafeLoader):
                 raise YAMLAliasError(None, None, f'the alias *{event.anchor} refers to a node that contains it',
                                      event.start_mark)
             return node
-        node = super().compose_node(parent, index)
+        if self._depth >= MAX_DEPTH:
+            raise YAMLDepthError(None, None, f'nested deeper than {MAX_DEPTH} levels', self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
         if isinstance(node, yaml.MappingNode):
             children = [n for pair in node.value for n in pair]
         else:
@@ -207,10 +290,21 @@ class _BoundedSafeLoader(yaml.SafeLoader):
         self._expanded[id(node)] = size
         return node
 
+    def construct_yaml_int(self, node: Any) -> int:
+        digits = len(re.sub(r'^[-+]?0[xbo]?|[_:]', '', str(node.value)))  # its digits, whatever the base
+        if digits > MAX_DIGITS:
+            raise yaml.constructor.ConstructorError(None, None, f'an integer of {digits:,} digits (at most '
+                                                                f'{MAX_DIGITS} are read)', node.start_mark)
+        return super().construct_yaml_int(node)
+
+
+_BoundedSafeLoader.add_constructor('tag:yaml.org,2002:int', _BoundedSafeLoader.construct_yaml_int)
+
 
 def load_yaml(text: str) -> Any:
     """``yaml.safe_load(text)`` (no Python tags), refusing aliases that expand the document beyond
-    :data:`YAML_MAX_NODES` nodes or that refer to their own anchor (:class:`YAMLAliasError`). Raises
+    :data:`YAML_MAX_NODES` nodes or that refer to their own anchor (:class:`YAMLAliasError`), nesting deeper than
+    :data:`MAX_DEPTH` (:class:`YAMLDepthError`) and integers of more than :data:`MAX_DIGITS` digits. Raises
     ``yaml.YAMLError``; :func:`yaml_reason` says it in one line."""
     return yaml.load(text, Loader=_BoundedSafeLoader)  # noqa: S506 (a SafeLoader)
 
