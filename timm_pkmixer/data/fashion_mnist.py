@@ -12,7 +12,9 @@ Its sources, in this order (a folder given as `source` replaces the first):
 
 Whatever the source, every file is checked before it is used: the IDX header (magic number, dimensions), the size,
 labels in 0..9 and the balanced class counts of the upstream set (6000 per class in train, 1000 in test). A file
-that fails is named with what is wrong. Files already prepared are kept, never overwritten: a folder holding all
+that fails is named with what is wrong. Only regular files are read (a FIFO, a device or a symlink loop in a file's
+place is named, never opened to read: :func:`~timm_pkmixer.state_files.open_regular`), and no more of one, plain or
+decompressed, than its IDX header declares and one byte (a gzip bomb is refused there). Files already prepared are kept, never overwritten: a folder holding all
 four is checked and left as it is; one that holds a bad file is refused, naming it.
 """
 import contextlib
@@ -20,9 +22,10 @@ import gzip
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import BinaryIO, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import UserInputError
+from ..state_files import Problem, open_regular
 
 __all__ = ['DEBIAN_DIR', 'DEBIAN_PACKAGE', 'FASHION_MNIST_FILES', 'FASHION_MNIST_CLASSES', 'FASHION_MNIST_MEAN',
            'FASHION_MNIST_STD', 'FashionMnistError', 'PreparedFashionMnist', 'prepare_fashion_mnist',
@@ -65,35 +68,56 @@ def fashion_mnist_raw_dir(root: Path) -> Path:
     return Path(root) / 'FashionMNIST' / 'raw'
 
 
+def _problem(path: Path) -> Problem:
+    """``PATH is a FIFO, not a regular file``, ``PATH cannot be read (Permission denied)``."""
+    return lambda why: FashionMnistError(f'{path} is {why}' if why.startswith(('a ', 'an ')) else
+                                         f'{path} cannot be read ({why})')
+
+
+def _open(path: Path, missing: str) -> BinaryIO:
+    """`path` opened to read, if it is a regular file: a FIFO, a device (a symlink to ``/dev/zero``), a folder or a
+    symlink loop is named, never read (:func:`~timm_pkmixer.state_files.open_regular`); `missing` is the message
+    when there is no file."""
+    fd = open_regular(path, os.O_RDONLY, _problem(path))
+    if fd is None:
+        raise FashionMnistError(missing)
+    return os.fdopen(fd, 'rb')
+
+
 def _check_idx(path: Path, kind: str, count: int) -> None:
     """The IDX file at `path` holds `count` items of `kind` (28×28 images or labels 0..9, 10 balanced classes)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise FashionMnistError(f'{path} is missing') from None
-    except OSError as e:  # a folder in its place, no permission
-        raise FashionMnistError(f'{path} cannot be read ({e.strerror or e})') from None
-    _check_idx_bytes(data, str(path), kind, count)
+    with _open(path, f'{path} is missing') as f:
+        _read_idx(f, str(path), kind, count, os.fstat(f.fileno()).st_size)
 
 
-def _check_idx_bytes(data: bytes, name: str, kind: str, count: int) -> None:
+def _read_idx(f: BinaryIO, name: str, kind: str, count: int, size: Optional[int] = None) -> bytes:
+    """The IDX file read from `f` (a file, or a gzip stream of one: `size` unknown), checked: its header first, then
+    no more bytes than the header declares and one, so that a gzip bomb or an endless file is refused after reading
+    the 47 MB a Fashion-MNIST file holds at most."""
     import numpy as np
     header = 16 if kind == 'images' else 8
-    if len(data) < header:
-        raise FashionMnistError(f'{name} is not an IDX file: {len(data)} bytes, shorter than its header')
-    fields = tuple(int(x) for x in np.frombuffer(data[:header], dtype='>u4'))
+    head = f.read(header)
+    if len(head) < header:
+        raise FashionMnistError(f'{name} is not an IDX file: {len(head)} bytes, shorter than its header')
+    fields = tuple(int(x) for x in np.frombuffer(head, dtype='>u4'))
     expected = (_MAGIC[kind], count) + ((28, 28) if kind == 'images' else ())
     if fields != expected:
         raise FashionMnistError(f'{name} is not the Fashion-MNIST {kind} file: its IDX header says {fields}, '
                                 f'expected {expected} (magic, count[, rows, cols])')
     payload = count * (28 * 28 if kind == 'images' else 1)
-    if len(data) != header + payload:
-        raise FashionMnistError(f'{name} is truncated or padded: {len(data)} bytes, expected {header + payload}')
+    whole = header + payload
+    if size is not None and size != whole:
+        raise FashionMnistError(f'{name} is truncated or padded: {size} bytes, expected {whole}')
+    data = head + f.read(payload + 1)
+    if len(data) != whole:
+        got = f'{len(data)} bytes' if len(data) < whole else f'more than {whole} bytes'
+        raise FashionMnistError(f'{name} is truncated or padded: {got}, expected {whole}')
     if kind == 'labels':
         per_class = np.bincount(np.frombuffer(data, dtype=np.uint8, offset=header), minlength=10)
         if len(per_class) != 10 or set(per_class.tolist()) != {count // 10}:
             raise FashionMnistError(f'{name}: labels per class {per_class.tolist()}, expected {count // 10} in each '
                                     f'of classes 0..9')
+    return data
 
 
 def check_fashion_mnist(root: Path) -> Dict[str, int]:
@@ -128,14 +152,12 @@ def _prepared_files(root: Path) -> List[str]:
 
 def _decompress(source: Path, target: Path, kind: str, count: int) -> None:
     """gunzip `source` into `target` once its content is checked, atomically (a reader never sees half a file or a
-    bad one; `target` is only ever created)."""
+    bad one; `target` is only ever created); no more is decompressed than the IDX header declares and one byte."""
     try:
-        with gzip.open(source, 'rb') as f:
-            data = f.read()
+        with _open(source, f'{source} is missing') as raw, gzip.GzipFile(fileobj=raw) as f:
+            data = _read_idx(f, f'{source} (decompressed)', kind, count)
     except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError; a truncated .gz ends in EOFError
         raise FashionMnistError(f'{source} cannot be decompressed ({type(e).__name__}: {e}); {_REINSTALL}') from None
-    try:
-        _check_idx_bytes(data, f'{source} (decompressed)', kind, count)
     except FashionMnistError as e:
         raise FashionMnistError(f'{e}; {_REINSTALL}') from None
     tmp = target.with_name(f'.{target.name}.{os.getpid()}.tmp')
@@ -149,12 +171,23 @@ def _decompress(source: Path, target: Path, kind: str, count: int) -> None:
 _REINSTALL = f'reinstall it (as root: apt-get install --reinstall {DEBIAN_PACKAGE}) or give another source'
 
 
+def _make_raw_dir(root: Path) -> Path:
+    """``root/FashionMNIST/raw``, made if missing; something else in the place of one of its folders is named."""
+    raw = fashion_mnist_raw_dir(root)
+    try:
+        raw.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        where = next(p for p in (raw.parent, raw) if p.exists() and not p.is_dir())
+        raise FashionMnistError(f'{where} exists and is not a folder') from None
+    return raw
+
+
 def _from_folder(root: Path, source: Path, present: List[str]) -> None:
-    missing = [name for name in FASHION_MNIST_FILES if name not in present and not (source / f'{name}.gz').is_file()]
+    missing = [name for name in FASHION_MNIST_FILES
+               if name not in present and not os.path.lexists(source / f'{name}.gz')]
     if missing:
         raise FashionMnistError(f'{source} lacks {", ".join(f + ".gz" for f in missing)}; {_REINSTALL}')
-    raw = fashion_mnist_raw_dir(root)
-    raw.mkdir(parents=True, exist_ok=True)
+    raw = _make_raw_dir(root)
     for name, (_, kind, count) in FASHION_MNIST_FILES.items():
         if name not in present:
             _decompress(source / f'{name}.gz', raw / name, kind, count)
@@ -188,8 +221,7 @@ def _from_torchvision(root: Path, present: List[str]) -> str:
         with network_timeout():
             for train in (True, False):
                 FashionMNIST(str(tmp), train=train, download=True)
-        raw = fashion_mnist_raw_dir(root)
-        raw.mkdir(parents=True, exist_ok=True)
+        raw = _make_raw_dir(root)
         for name in FASHION_MNIST_FILES:
             if name not in present:
                 os.replace(fashion_mnist_raw_dir(tmp) / name, raw / name)
