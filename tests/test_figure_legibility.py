@@ -144,3 +144,57 @@ def test_a_plain_install_brings_matplotlib_and_the_plot_extra_still_names_it():
     project = tomllib.loads((Path(__file__).resolve().parents[1] / 'pyproject.toml').read_text())['project']
     assert any(d.replace(' ', '').startswith('matplotlib>=') for d in project['dependencies'])
     assert project['optional-dependencies']['plot'] == ['matplotlib>=3.6']
+
+
+# ------------------------------------------------------------------------- integer factors, a colour per kind
+
+def _report_figures(tmp_path, depths, experiment='depth', **more):
+    """The report's figures of normal and RP S-Mixers at `depths`, two seeds each: {title: figure}."""
+    for depth in depths:
+        for model, kind in (('s_mixer_s64c64_32', 'normal'), ('s_mixer_rp_s64c64_32', 'random')):
+            for seed in (0, 1):
+                run_folder(tmp_path / 'runs', f'L{depth}_{kind}_seed{seed}', seed, model=model, top1=(50., 60. + seed),
+                           loss=[1.5, 1.2], epochs=2, model_kwargs=dict(num_blocks=depth, **more))
+    write_report(build_report([str(tmp_path / 'runs')], experiment=experiment), str(tmp_path / 'out'))
+
+
+def _ticks(ax):
+    """The x ticks inside the axis, as drawn: (value, label)."""
+    _drawn(ax.figure)
+    lo, hi = sorted(ax.get_xlim())
+    return [(x, t.get_text()) for x, t in zip(ax.get_xticks(), ax.get_xticklabels()) if lo <= x <= hi]
+
+
+@pytest.mark.parametrize('depths,ticks', [((2,), [(2, '2')]), ((2, 3), [(2, '2'), (3, '3')])])
+def test_an_integer_factor_has_integer_ticks_even_with_one_value(tmp_path, figures_drawn, depths, ticks):
+    """One depth drew ticks at 1.900, 1.925, … 2.100; two close ones at 2.0, 2.2, …"""
+    _report_figures(tmp_path, depths)
+    [depth] = [ax for fig in figures_drawn for ax in fig.axes if ax.get_xlabel() == 'depth L (blocks)']
+    assert [(x, label.replace('\N{MINUS SIGN}', '-')) for x, label in _ticks(depth)] == ticks
+
+
+def test_a_log_axis_of_one_value_ticks_at_it(tmp_path, figures_drawn):
+    _report_figures(tmp_path, (2,), experiment='gamma')
+    [channels] = [ax for fig in figures_drawn for ax in fig.axes if ax.get_xlabel().startswith('channels C')]
+    assert _ticks(channels) == [(64, '64')]  # s_mixer_s64c64_32's C (no tick before: a log axis ticks at powers of ten)
+
+
+def test_each_permutation_kind_has_its_colour_in_every_figure(tmp_path, figures_drawn):
+    """normal and RP used to share one colour per setting in the eval-loss figure, told apart by dashes only (and
+    the RP of a lone setting was orange there, red in depth.png): now blue and red everywhere, a shade per setting."""
+    from matplotlib.colors import to_rgb
+    _report_figures(tmp_path, (2, 4))
+    by_title = {ax.get_title(): ax for fig in figures_drawn for ax in fig.axes}
+    depth = by_title['error against depth (Fig. 7)']
+    errorbars = {c.get_label(): to_rgb(c.lines[0].get_color()) for c in depth.containers}
+    assert errorbars == {'normal': to_rgb('tab:blue'), 'RP': to_rgb('tab:red')}
+    [eval_loss] = [ax for title, ax in by_title.items() if title.startswith('depth: eval loss')]
+    assert eval_loss.get_title() == 'depth: eval loss (blue: normal, red dashed: RP)'
+    lines = {line.get_label(): (to_rgb(line.get_color()), line.get_linestyle()) for line in eval_loss.get_lines()}
+    assert set(lines) == {'L2_normal', 'L2_random', 'L4_normal', 'L4_random'}
+    colours = {label: colour for label, (colour, _) in lines.items()}
+    assert colours['L2_normal'] == tuple(0.7 * c for c in to_rgb('tab:blue'))  # the darker shade: the first setting
+    assert len(set(colours.values())) == 4  # each setting of each kind its own shade
+    for label, (colour, style) in lines.items():
+        red, _, blue = colour
+        assert (blue > red, style) == ((True, '-') if label.endswith('normal') else (False, '--')), label

@@ -2,6 +2,7 @@
 plot run`, Fig. S.6-S.8) and the figures of `pkmixer report`. Data functions need numpy only."""
 import logging
 import math
+import numbers
 import os
 import re
 from collections import OrderedDict
@@ -139,15 +140,21 @@ def plot_runs(paths: Sequence[str], out: str, labels: Optional[Sequence[str]] = 
     fig.savefig(out, dpi=100)
 
 
+def _kind(point) -> str:
+    """A point's permutation kind as the figures colour it: a kind of :data:`PERMUTATION_KINDS`, ``mixed`` (one
+    per block) or ``SW-MLP``."""
+    if point.description.family == 'SW-MLP':
+        return 'SW-MLP'
+    label = point.row()['permutation']
+    return label if label in PERMUTATION_KINDS else 'mixed'
+
+
 def _series(points, key):
-    """Mean and sd of top-1 error per x value, for normal and random permutations separately."""
+    """Mean and sd of top-1 error per x value, for each permutation kind (:func:`_kind`) separately."""
     out: Dict[str, List[tuple]] = {}
     for p in points:
         row = p.row()
-        label = row['permutation'] if row['permutation'] in PERMUTATION_KINDS else 'mixed'
-        if p.description.family == 'SW-MLP':
-            label = 'SW-MLP'
-        out.setdefault(label, []).append((key(row), row['top1_err_mean'], row['top1_err_sd']))
+        out.setdefault(_kind(p), []).append((key(row), row['top1_err_mean'], row['top1_err_sd']))
     return {k: sorted(v) for k, v in out.items()}
 
 
@@ -155,6 +162,17 @@ _STYLE = {'normal': dict(color='tab:blue', marker='o', label='normal'),
           'random': dict(color='tab:red', marker='s', label='RP'),
           'mixed': dict(color='tab:purple', marker='^', label='mixed'),
           'SW-MLP': dict(color='tab:green', marker='D', label='SW-MLP')}
+_OTHER_COLOURS = ('tab:orange', 'tab:brown', 'tab:pink', 'tab:olive', 'tab:cyan', 'tab:gray')
+
+
+def kind_style(kind: str) -> Dict[str, str]:
+    """The colour, marker and label of a permutation kind in every figure of the report: normal blue, RP red,
+    mixed purple, SW-MLP green; another kind of :data:`PERMUTATION_KINDS` a colour of its own, by its place in it."""
+    if kind in _STYLE:
+        return _STYLE[kind]
+    others = [k for k in PERMUTATION_KINDS if k not in _STYLE]
+    colour = _OTHER_COLOURS[others.index(kind) % len(_OTHER_COLOURS)] if kind in others else 'tab:gray'
+    return dict(color=colour, marker='v', label=kind)
 
 
 def _errorbars(ax, series) -> None:
@@ -164,9 +182,10 @@ def _errorbars(ax, series) -> None:
         xs, ys, sds = zip(*values)
         sds = [0 if math.isnan(s) else s for s in sds]
         ls = 'none' if len(set(xs)) < len(xs) else '-'
-        ax.errorbar(xs, ys, yerr=sds, capsize=3, lw=1.2, ms=5, ls=ls, **_STYLE.get(label, dict(label=label)))
+        ax.errorbar(xs, ys, yerr=sds, capsize=3, lw=1.2, ms=5, ls=ls, **kind_style(label))
     ax.set_ylabel('test error (%)')
     ax.legend(fontsize=8)
+    _integer_axis(ax, [x for values in series.values() for x, _, _ in values])
 
 
 def _label_ticks(ax, values) -> None:
@@ -174,6 +193,23 @@ def _label_ticks(ax, values) -> None:
     from matplotlib.ticker import NullFormatter
     ax.set_xticks(sorted(set(values)), [f'{v:g}' for v in sorted(set(values))])
     ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _integer_axis(ax, values) -> None:
+    """The x axis of an integer factor (depth, channels, width, patch size): ticks at whole numbers only, at the
+    plotted values on a log axis; a single value centred with its one tick (the default ticks of a lone point are
+    fractions: 1.900, 1.925, …)."""
+    from matplotlib.ticker import MaxNLocator
+    values = sorted(set(values))
+    if not values or not all(isinstance(v, numbers.Real) and float(v).is_integer() for v in values):
+        return
+    log = ax.get_xscale() == 'log'
+    if len(values) == 1:
+        ax.set_xlim(*((values[0] / 2, values[0] * 2) if log else (values[0] - 0.5, values[0] + 0.5)))
+    if log or len(values) == 1:
+        _label_ticks(ax, values)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def square_channels(pairs: Sequence[tuple]) -> Optional[float]:
@@ -212,9 +248,8 @@ def plot_report(report, out_dir) -> List:
             fig = Figure(figsize=(10, 3.8), layout='constrained')
             ax_c, ax_m = fig.subplots(1, 2)
             mixers = [p for p in points if p.description.dim is not None]
-            _errorbars(ax_c, _series(mixers, lambda r: r['embed_dim']))
             ax_c.set_xscale('log'), ax_c.set_xlabel('channels C (at fixed Ω)')
-            _label_ticks(ax_c, [p.description.dim for p in mixers])
+            _errorbars(ax_c, _series(mixers, lambda r: r['embed_dim']))
             c_square = square_channels([(p.description.num_tokens, p.description.dim) for p in mixers])
             if c_square is not None:
                 ax_c.axvline(c_square, color='grey', ls='--', lw=0.8)
@@ -238,7 +273,7 @@ def plot_report(report, out_dir) -> List:
                    color='tab:purple', alpha=0.8, label='block l alone random')
             for r in rows:
                 if r['permutation'] in PERMUTATION_KINDS:
-                    ax.axhline(r['top1_err_mean'], ls='--', **{k: v for k, v in _STYLE[r['permutation']].items()
+                    ax.axhline(r['top1_err_mean'], ls='--', **{k: v for k, v in kind_style(r['permutation']).items()
                                                                 if k in ('color', 'label')})
             ax.set_xticks(xs), ax.set_xlabel('position l of the random block'), ax.set_ylabel('test error (%)')
             tops = [r['top1_err_mean'] + (0 if math.isnan(r['top1_err_sd']) else r['top1_err_sd']) for r in rows]
@@ -248,15 +283,15 @@ def plot_report(report, out_dir) -> List:
         elif exp == 'gamma':
             fig = Figure(figsize=(5.5, 3.8), layout='constrained')
             ax = fig.subplots()
-            _errorbars(ax, _series(points, lambda r: r['embed_dim']))
             ax.set_xscale('log'), ax.set_xlabel('channels C at fixed m (γ from eq. S.46)')
+            _errorbars(ax, _series(points, lambda r: r['embed_dim']))
             ax.set_title('error against C at fixed m (Fig. S.3)', fontsize=10)
         elif exp == 'patch':
             fig = Figure(figsize=(5.5, 3.8), layout='constrained')
             ax = fig.subplots()
-            _errorbars(ax, _series(points, lambda r: r['patch_size']))
             ax.set_xscale('log', base=2), ax.set_xlabel('patch size P'), ax.set_title('error against P (Fig. S.5)',
                                                                                     fontsize=10)
+            _errorbars(ax, _series(points, lambda r: r['patch_size']))
         else:  # a comparison, a single group or several experiments at once: the eval-loss curves only
             fig = None
         if fig is not None:
@@ -272,20 +307,36 @@ def plot_report(report, out_dir) -> List:
     return written
 
 
+def _shades(colour: str, n: int) -> List[tuple]:
+    """`n` shades of `colour`, darker to lighter (`colour` itself when n is 1): the settings of one kind."""
+    from matplotlib.colors import to_rgb
+    base = np.array(to_rgb(colour))
+    return [tuple(base * 0.7 + (1 - base * 0.7) * 0.6 * i / (n - 1)) if n > 1 else tuple(base) for i in range(n)]
+
+
+def _setting(point) -> str:
+    """A point's name less its permutation kind: what its normal and RP models share (``L8_normal`` → ``L8``)."""
+    return re.sub('_(' + '|'.join(PERMUTATION_KINDS) + ')$', '', point.point)
+
+
 def _plot_eval_loss(Figure, exp, points, out_dir, note: str = ''):
-    """Mean eval-loss curves per point, normal solid and RP dashed (the overfitting comparison of D.7), every point
-    marked on short curves (`curve_markers`); `note` under the panel, after the note of one-epoch curves."""
+    """Mean eval-loss curves per point, in the colour of its permutation kind (:func:`kind_style`: normal blue, RP
+    red, as every figure of the report), a shade per setting, RP dashed (the overfitting comparison of D.7), every
+    point marked on short curves (`curve_markers`); `note` under the panel, after the note of one-epoch curves."""
     fig = Figure(figsize=(6.5, 3.8), layout='constrained')
     ax = fig.subplots()
-    colours: Dict[str, str] = {}  # one colour per setting, shared by its normal (solid) and RP (dashed) models
+    settings: Dict[str, List[str]] = {}  # kind -> its settings, in order: one shade each
+    for p in points:
+        if _setting(p) not in settings.setdefault(_kind(p), []):
+            settings[_kind(p)].append(_setting(p))
     means = []
     for p in points:
         curves = [r.curves['eval_loss'] for r in p.runs]
         n = min(len(c) for c in curves)
         mean = np.mean([c[:n] for c in curves], axis=0)
         means.append(mean)
-        setting = re.sub('_(' + '|'.join(PERMUTATION_KINDS) + ')$', '', p.point)
-        colour = colours.setdefault(setting, f'C{len(colours) % 10}')
+        same_kind = settings[_kind(p)]
+        colour = _shades(kind_style(_kind(p))['color'], len(same_kind))[same_kind.index(_setting(p))]
         ls = '-' if p.description.permutation_label == 'normal' else '--'  # the MLP-Mixer solid, the others dashed
         ax.plot(np.arange(n), mean, ls=ls, color=colour, lw=1, label=p.point, **curve_markers(n))
     finite = np.concatenate(means)
@@ -294,7 +345,9 @@ def _plot_eval_loss(Figure, exp, points, out_dir, note: str = ''):
         ax.set_yscale('log')
     ax.set_xlabel('epoch'), ax.set_ylabel('eval loss (mean over seeds)')
     integer_epochs(ax)
-    ax.set_title(f'{exp}: eval loss (dashed: RP)', fontsize=10)
+    key = ', '.join(f"{kind_style(k)['color'].removeprefix('tab:')}{'' if k == 'normal' else ' dashed'}: "
+                    f"{kind_style(k)['label']}" for k in settings)
+    ax.set_title(f'{exp}: eval loss ({key})', fontsize=10)
     ax.legend(fontsize=6, ncol=2)
     add_note(fig, '\n'.join(filter(None, [single_epoch_note([len(m) for m in means]), note])))
     path = out_dir / f'eval_loss_{exp}.png'
