@@ -40,11 +40,14 @@ def test_demo_runs_end_to_end(cli):
     assert progress[2] == '[s_mixer_rp_s64c64_32 seed 0] 76,356 params, effective width m = 4096'
     assert [line.split('  ')[0] for line in progress[3:]] == ['[s_mixer_rp_s64c64_32 seed 0] epoch 1/2',
                                                               '[s_mixer_rp_s64c64_32 seed 0] epoch 2/2']
-    blank, data, header, row = out.splitlines()  # stdout names the data too, as the progress did
-    assert blank == '' and data == progress[1] and header.split()[:3] == ['model', 'seed', 'params']
+    blank, data, header, row, blank2, trained, rp = out.splitlines()  # stdout names the data too, as the progress did
+    assert blank == blank2 == '' and data == progress[1] and header.split()[:3] == ['model', 'seed', 'params']
     name, seed, params, width, loss, acc, _ = row.split()
     assert (name, seed, params, width) == ('s_mixer_rp_s64c64_32', '0', '76,356', '4096')
     assert math.isfinite(float(loss)) and 0 <= float(acc.rstrip('%')) <= 100
+    assert trained == ('trained: 2 epochs per run, 1 seed per model, AdamW at lr 0.002 with a warm-up cosine '
+                       'schedule: a short run')
+    assert rp.startswith('RP: Random-Permuted. The RP S-Mixer rearranges its S·C features')  # an RP model ran
 
 
 def demo_lines(caplog, logged, **kwargs):
@@ -71,8 +74,8 @@ def test_demo_uses_the_idle_cores(monkeypatch):
     assert choose_threads(3) == (3, 'as requested')
 
 
-def runs(model: str, *accuracies: float, val_images: int = 300, classes: int = 4):
-    return [DemoResult(model, 76356, 4096, 0.5, acc, 1., classes, val_images, seed)
+def runs(model: str, *accuracies: float, val_images: int = 300, classes: int = 4, **more):
+    return [DemoResult(model, 76356, 4096, 0.5, acc, 1., classes, val_images, seed, **more)
             for seed, acc in enumerate(accuracies)]
 
 
@@ -203,3 +206,119 @@ def test_the_depth_study_the_demo_cites_measured_rp_ahead_at_every_depth():
     assert depths == [4, 8, 12, 16, 20] and {r['runs'] for r in rows.values()} == {'5'}
     assert all(float(rows[str(d), 'random']['top1_err_mean']) < float(rows[str(d), 'normal']['top1_err_mean'])
                for d in depths)
+
+
+# ------------------------------------------------------------------ what it says, and the input it cannot use
+
+def test_the_output_says_what_rp_is_what_the_paper_predicts_and_how_long_it_trained():
+    """`pkmixer demo` printed a table and a reading only: no word of what RP is, of the paper's prediction, or of the
+    four epochs it trained (a short run, where the paper's ran 200)."""
+    common = dict(epochs=4, lr=2e-3, data='Fashion-MNIST (…)')
+    lines = summary_lines(runs('s_mixer_rp_s64c64_32', 81.0, 83.0, family='RP S-Mixer', **common)
+                          + runs('s_mixer_s64c64_32', 82.0, 82.5, family='S-Mixer', **common))
+    assert lines[0] == 'data: Fashion-MNIST (…)' and lines[1].split()[:2] == ['model', 'seed']
+    assert [line.split()[:2] for line in lines[2:6]] == [['s_mixer_rp_s64c64_32', '0'], ['s_mixer_rp_s64c64_32', '1'],
+                                                         ['s_mixer_s64c64_32', '0'], ['s_mixer_s64c64_32', '1']]
+    assert lines[6:] == [
+        '',
+        'trained: 4 epochs per run, 2 seeds per model, AdamW at lr 0.002 with a warm-up cosine schedule: a short run',
+        'RP: Random-Permuted. The RP S-Mixer rearranges its S·C features (S tokens × C channels) by fixed random '
+        'permutations, drawn once from a seed, before and after each mixing layer, where the normal S-Mixer '
+        'transposes them: the same parameters and the same effective width m = S·C, another sparse weight.',
+        'The paper (Hayase & Karakida, ICML 2024, Fig. 7): at the same width m, the RP S-Mixer matches or beats the '
+        'normal one as the depth grows, and trails it at limited depth (S = C = 128, 4 to 20 blocks, 200 epochs on '
+        'CIFAR and STL-10).',
+        reading(runs('s_mixer_rp_s64c64_32', 81.0, 83.0, **common), runs('s_mixer_s64c64_32', 82.0, 82.5, **common))]
+    normal_only = summary_lines(runs('s_mixer_s64c64_32', 82.0, family='S-Mixer', epochs=15, lr=1e-3))
+    assert normal_only[-1] == ('trained: 15 epochs per run, 1 seed per model, AdamW at lr 0.001 with a warm-up cosine '
+                               'schedule: a short run')  # no RP model, no comparison: neither RP nor the paper
+
+
+@pytest.mark.parametrize('lr,where', [('1e308', 'epoch 1, step 1 (its update overflowed float32)'),
+                                      ('1e20', 'epoch 1, step 2 (loss nan)')])
+def test_runs_that_diverge_are_named_with_what_to_do(cli, lr, where):
+    """--lr 1e308 ended in a RuntimeError traceback from AdamW; a learning rate that makes the loss NaN trained on."""
+    code, out, err = cli('demo', '--data', 'shapes', '--epochs', '2', '--seeds', '1', '--train-per-class', '8',
+                         '--batch-size', '16', '--threads', '1', '--lr', lr)
+    assert code == 2
+    rows = [line.split() for line in out.splitlines() if line.startswith('s_mixer')]
+    assert [r[:2] + r[4:6] for r in rows] == [['s_mixer_rp_s64c64_32', '0', 'diverged', '-'],
+                                              ['s_mixer_s64c64_32', '0', 'diverged', '-']]
+    assert not any(line.startswith('Same parameters') for line in out.splitlines())  # no reading of NaNs
+    assert err.splitlines()[-1] == (
+        f'pkmixer demo: error: --lr {float(lr):g}: 2 of 2 runs diverged: s_mixer_rp_s64c64_32 seed 0 at {where}, '
+        f's_mixer_s64c64_32 seed 0 at {where}; train with a smaller --lr, such as the default, 0.002')
+    assert f'[s_mixer_s64c64_32 seed 0] diverged at {where}: stopped' in err  # and not trained on for another epoch
+    assert '[s_mixer_s64c64_32 seed 0] epoch 2/2' not in err
+
+
+def test_a_learning_rate_below_the_default_that_diverges_suggests_a_tenth():
+    from timm_pkmixer.errors import InvalidArgumentError
+    from timm_pkmixer.training.demo import check_converged
+    check_converged(runs('s_mixer_s64c64_32', 80.0, lr=1e-3))  # nothing diverged: nothing to say
+    with pytest.raises(InvalidArgumentError, match=r'^lr 0\.001: 1 of 2 runs diverged: s_mixer_s64c64_32 seed 1 at '
+                                                   r'epoch 3, step 9 \(loss inf\); train with a smaller `lr`, such as '
+                                                   r'0\.0001$'):
+        check_converged(runs('s_mixer_s64c64_32', 80.0, lr=1e-3) + [DemoResult(
+            's_mixer_s64c64_32', 1, 1, math.nan, math.nan, 1., seed=1, lr=1e-3, diverged='epoch 3, step 9 (loss inf)')])
+
+
+def _folder(root, classes, val_classes, val_images):
+    """An ImageFolder: two images of each of `classes` to train on, `val_images` of each of `val_classes` to
+    validate on."""
+    from PIL import Image
+    for split, names, count in (('train', classes, 2), ('validation', val_classes, val_images)):
+        for name in names:
+            (root / split / name).mkdir(parents=True)
+            for i in range(count):
+                Image.new('RGB', (32, 32), (i * 40, 0, 0)).save(root / split / name / f'{i}.png')
+    return root
+
+
+@pytest.mark.parametrize('classes,val_classes,val_images,why', [
+    (['cat'], ['cat'], 2, 'its training images are of one class (cat): comparing two models needs two classes or more'),
+    (['a', 'b', 'c'], ['b', 'c', 'd'], 2, 'its training and validation classes differ (validation lacks a; only '
+                                          'validation has d): the labels of the two would not match'),
+    (['a', 'b'], ['a', 'b'], 0, 'Found 0 images in subfolders of {root}/validation. Supported image extensions are'),
+])
+def test_an_image_folder_the_comparison_cannot_use_is_refused_before_training(cli, tmp_path, classes, val_classes,
+                                                                              val_images, why):
+    """A one-class folder printed '100.0 % (RP) and 100.0 % (normal): the RP S-Mixer matched or beat…'."""
+    root = _folder(tmp_path / 'images', classes, val_classes, val_images)
+    code, out, err = cli('demo', '--data-dir', root, '--seeds', '1', '--epochs', '1', '--threads', '1')
+    assert code == 2 and out == ''
+    assert err.splitlines()[-1].startswith(f'pkmixer demo: error: --data-dir {root}: {why.format(root=root)}')
+    assert not any('params, effective width' in line for line in err.splitlines())  # nothing trained
+
+
+def test_more_images_per_class_than_there_are_says_what_was_taken(tmp_path):
+    """--train-per-class 7000 said 'the first 7000 of each' of a set that holds 6000 a class."""
+    from test_fashion_mnist import idx_bytes
+
+    from timm_pkmixer.data.demo_data import choose_demo_data
+    from timm_pkmixer.data.fashion_mnist import fashion_mnist_raw_dir
+    raw = fashion_mnist_raw_dir(tmp_path / 'fm')
+    raw.mkdir(parents=True)
+    for name, (_, kind, count) in FASHION_MNIST_FILES.items():
+        (raw / name).write_bytes(idx_bytes(kind, count))
+    data = choose_demo_data('auto', str(tmp_path / 'fm'), None, str(tmp_path), 0, 7000, 1001)
+    assert (len(data.train), len(data.val)) == (60000, 10000)
+    assert data.says == (f'Fashion-MNIST (prepared in {raw}): 60000 training images (all 6000 of each of its 10 '
+                         f'classes: 7000 asked, it holds no more) and 10000 validation images (all 1000 of each class '
+                         f'of its test set: 1001 asked, the test set holds no more), 28 px resized to 32')
+    data = choose_demo_data('auto', str(tmp_path / 'fm'), None, str(tmp_path), 0, 6000, 3)
+    assert data.says.endswith('60000 training images (the first 6000 of each of its 10 classes) and 30 validation '
+                              'images (the first 3 of each class of its test set), 28 px resized to 32')
+
+
+def test_a_prepared_fashion_mnist_with_a_bad_file_is_named_not_handed_to_torchvision(tmp_path, cli):
+    from test_fashion_mnist import idx_bytes
+
+    from timm_pkmixer.data.fashion_mnist import fashion_mnist_raw_dir
+    raw = fashion_mnist_raw_dir(tmp_path / 'fm')
+    raw.mkdir(parents=True)
+    for name, (_, kind, count) in FASHION_MNIST_FILES.items():
+        (raw / name).write_bytes(idx_bytes(kind, count)) if 'train-labels' not in name else os.mkfifo(raw / name)
+    code, out, err = cli('demo', '--data-dir', tmp_path / 'fm', '--seeds', '1', '--threads', '1')
+    assert code == 2 and err.splitlines()[-1] == (f'pkmixer demo: error: {raw / "train-labels-idx1-ubyte"} is a FIFO, '
+                                                  f'not a regular file')

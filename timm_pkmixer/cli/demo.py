@@ -2,22 +2,24 @@
 import argparse
 
 from ..validation import cli_type, positive_int, positive_real
-from ._common import POSITIVE_INT, add_command, in_flag_terms
+from ._common import MODEL_NAME, POSITIVE_INT, add_command, in_flag_terms
 
 __all__ = ['add_commands']
 
 
 def run(args: argparse.Namespace) -> int:
-    """Progress (the threads, the data, each run and epoch) on stderr as the demo logs it; the table and the reading
-    on stdout, after an empty line that sets them apart from the progress on a terminal."""
-    from ..training.demo import run_demo, summary_lines
-    with in_flag_terms(args, 'data', 'keep_data', 'train_per_class', 'val_per_class'):
+    """Progress (the threads, the data, each run and epoch) on stderr as the demo logs it; the table, how long it
+    trained, what RP is, what the paper predicts and the reading on stdout, after an empty line that sets them apart
+    from the progress on a terminal; then, if runs diverged, an error naming them (exit status 2)."""
+    from ..training.demo import check_converged, run_demo, summary_lines
+    with in_flag_terms(args, 'data', 'data_dir', 'keep_data', 'train_per_class', 'val_per_class', 'lr'):
         results = run_demo(models=args.model, data=args.data, data_dir=args.data_dir, epochs=args.epochs,
                            batch_size=args.batch_size, lr=args.lr, seed=args.seed, seeds=args.seeds,
                            train_per_class=args.train_per_class, val_per_class=args.val_per_class,
                            keep_data=args.keep_data, cache_dir=args.cache_dir, download=not args.no_download,
                            threads=args.threads)
-    print('\n'.join(['', *summary_lines(results)]), flush=True)
+        print('\n'.join(['', *summary_lines(results)]), flush=True)
+        check_converged(results)  # runs that diverged: named, with what to do (exit status 2)
     return 0
 
 
@@ -30,7 +32,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                                 'when it can be had (prepared under the cache folder from Debian\'s '
                                 'dataset-fashion-mnist or torchvision\'s download), else on Synthetic Shapes; the '
                                 'first lines say which. The same command and seed print the same numbers.')
-    p.add_argument('--model', nargs='+', default=list(DEFAULT_MODELS), help='models to train, in turn')
+    p.add_argument('--model', nargs='+', type=MODEL_NAME, default=list(DEFAULT_MODELS),
+                   help='models to train, in turn')
     p.add_argument('--data', choices=DATA_CHOICES, default='auto',
                    help='auto: Fashion-MNIST when it can be had, else Synthetic Shapes (default: auto)')
     p.add_argument('--data-dir', default=None,

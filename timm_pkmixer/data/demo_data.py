@@ -5,7 +5,9 @@ Fashion-MNIST is prepared once under a cache folder (:func:`demo_cache_dir`, ``f
 Debian's ``dataset-fashion-mnist``, else by torchvision's download. The demo trains on a class-balanced subset (the
 first images of each class of the training set; validation: the first of each class of the test set), the same for
 every seed, so that seeds differ by training alone. *Synthetic Shapes* (four classes of 32×32 RGB shapes on a noisy
-background) are drawn from the seed alone: the same seed writes the same images.
+background) are drawn from the seed alone: the same seed writes the same images. An image folder must hold two
+classes or more, the same in ``train/`` and ``validation/`` (a comparison of accuracies on one class compares
+nothing); a prepared Fashion-MNIST is checked (:func:`~.fashion_mnist.check_fashion_mnist`) before it is read.
 """
 import os
 import random
@@ -70,17 +72,28 @@ def fashion_mnist_root_line(root: Path) -> str:
 
 
 class _ClassSubset:
-    """The first `per_class` items of each class of a torchvision dataset, in the dataset's order; its
-    ``transform`` is the dataset's (what timm's ``create_loader`` sets)."""
+    """The first `per_class` items of each class of a torchvision dataset, in the dataset's order (all of a class
+    that holds fewer: `taken` says how many of each); its ``transform`` is the dataset's (what timm's
+    ``create_loader`` sets)."""
 
     def __init__(self, dataset: Any, per_class: int):
         self.dataset = dataset
-        taken: Dict[int, int] = {}
+        self.per_class = per_class
+        self.taken: Dict[int, int] = {}
         self.indices: List[int] = []
         for i, label in enumerate(int(t) for t in dataset.targets):
-            if taken.get(label, 0) < per_class:
-                taken[label] = taken.get(label, 0) + 1
+            if self.taken.get(label, 0) < per_class:
+                self.taken[label] = self.taken.get(label, 0) + 1
                 self.indices.append(i)
+
+    def says(self, each: str, where: str) -> str:
+        """``the first 350 EACH``, or what was taken where a class holds fewer: ``all 6000 EACH: 7000 asked, WHERE
+        holds no more``."""
+        counts = sorted(set(self.taken.values()))
+        if counts == [self.per_class]:
+            return f'the first {self.per_class} {each}'
+        span = str(counts[0]) if len(counts) == 1 else f'{counts[0]}–{counts[-1]}'
+        return f'all {span} {each}: {self.per_class} asked, {where} holds no more'
 
     @property
     def transform(self) -> Any:
@@ -98,17 +111,18 @@ class _ClassSubset:
 
 
 def fashion_mnist_demo_data(root: Path, train_per_class: int, val_per_class: int, origin: str) -> DemoData:
-    """Fashion-MNIST from `root` (prepared), `train_per_class` / `val_per_class` images of each of its 10 classes,
-    at the packaged recipes' settings (32 px, grayscale, the training set's mean and std; random crop by timm's
-    ``rkrr`` and horizontal flip, no colour jitter)."""
+    """Fashion-MNIST from `root` (prepared), `train_per_class` / `val_per_class` images of each of its 10 classes
+    (all of them where a class holds fewer: 6000 in training, 1000 in the test set; the line the demo prints says
+    what was taken), at the packaged recipes' settings (32 px, grayscale, the training set's mean and std; random
+    crop by timm's ``rkrr`` and horizontal flip, no colour jitter)."""
     from timm.data import create_dataset
 
     from .fashion_mnist import FASHION_MNIST_MEAN, FASHION_MNIST_STD
     train = _ClassSubset(create_dataset('torch/fashion_mnist', root=str(root), split='train'), train_per_class)
     val = _ClassSubset(create_dataset('torch/fashion_mnist', root=str(root), split='validation'), val_per_class)
-    says = (f'Fashion-MNIST ({origin}): {len(train)} training images (the first {train_per_class} of each of its 10 '
-            f'classes) and {len(val)} validation images (the first {val_per_class} of each class of its test set), '
-            f'28 px resized to 32')
+    says = (f'Fashion-MNIST ({origin}): {len(train)} training images ({train.says("of each of its 10 classes", "it")}) '
+            f'and {len(val)} validation images ({val.says("of each class of its test set", "the test set")}), 28 px '
+            f'resized to 32')
     return DemoData(train, val, 10, 1, (FASHION_MNIST_MEAN,), (FASHION_MNIST_STD,),
                     dict(train_crop_mode='rkrr', hflip=0.5, color_jitter=0.), says, epochs=4)
 
@@ -162,12 +176,43 @@ def _split_dir(root: str, names: Sequence[str]) -> str:
     raise FileNotFoundError(2, f'no {" or ".join(names)} folder in it', root)
 
 
-def folder_demo_data(root: str, says: str) -> DemoData:
-    """An ImageFolder with ``train/`` and ``validation/`` (or ``val/``), RGB, at the model's input size, mean and
-    std; random-resized crop (scale 0.6 … 1) and flip."""
+def _image_folder(root: str, names: Sequence[str], split: str) -> Any:
+    """timm's dataset of the split folder of `root` (the first of `names` there); a folder without images is an
+    :class:`~timm_pkmixer.errors.InvalidArgumentError` naming it (timm's RuntimeError)."""
     from timm.data import create_dataset
-    train = create_dataset('', root=_split_dir(root, ('train',)), split='train', is_training=True)
-    val = create_dataset('', root=_split_dir(root, ('validation', 'val')), split='validation')
+
+    from ..errors import InvalidArgumentError
+    folder = _split_dir(root, names)
+    try:
+        return create_dataset('', root=folder, split=split, is_training=split == 'train')
+    except RuntimeError as e:  # timm: 'Found 0 images in subfolders of …'
+        raise InvalidArgumentError(f'data_dir {root}: {" ".join(str(e).split())}') from None
+
+
+def _check_classes(root: str, train: Any, val: Any) -> None:
+    """Two classes or more, the same in both splits: a comparison of accuracies on one class compares nothing (both
+    models are right every time), and a class one split lacks shifts the labels of the other (timm numbers each
+    split's class folders by their sorted names)."""
+    from ..errors import InvalidArgumentError
+    classes, val_classes = list(train.reader.class_to_idx), list(val.reader.class_to_idx)
+    if len(classes) < 2:
+        raise InvalidArgumentError(f'data_dir {root}: its training images are of one class ({", ".join(classes)}): '
+                                   f'comparing two models needs two classes or more')
+    if val_classes != classes:
+        missing = sorted(set(classes) - set(val_classes))
+        extra = sorted(set(val_classes) - set(classes))
+        which = '; '.join(filter(None, [f'validation lacks {", ".join(missing)}' if missing else '',
+                                        f'only validation has {", ".join(extra)}' if extra else '']))
+        raise InvalidArgumentError(f'data_dir {root}: its training and validation classes differ ({which}): the '
+                                   f'labels of the two would not match')
+
+
+def folder_demo_data(root: str, says: str) -> DemoData:
+    """An ImageFolder with ``train/`` and ``validation/`` (or ``val/``) of the same two classes or more, RGB, at the
+    model's input size, mean and std; random-resized crop (scale 0.6 … 1) and flip."""
+    train = _image_folder(root, ('train',), 'train')
+    val = _image_folder(root, ('validation', 'val'), 'validation')
+    _check_classes(root, train, val)
     return DemoData(train, val, len(train.reader.class_to_idx), 3, None, None, dict(scale=(0.6, 1.0), hflip=0.5),
                     f'{says}: {len(train)} training and {len(val)} validation images')
 
@@ -188,11 +233,12 @@ def choose_demo_data(data: str, data_dir: Optional[str], keep_data: Optional[str
     Fashion-MNIST cannot be had, ``shapes``). Images per class: `train_per_class` and `val_per_class` (Fashion-MNIST's
     subset; default :data:`FASHION_PER_CLASS`) or `train_per_class` (the shapes, validated on a quarter as many)."""
     from ..errors import InvalidArgumentError
-    from .fashion_mnist import FASHION_MNIST_FILES, fashion_mnist_raw_dir
+    from .fashion_mnist import FASHION_MNIST_FILES, check_fashion_mnist, fashion_mnist_raw_dir
     fashion = (train_per_class or FASHION_PER_CLASS[0], val_per_class or FASHION_PER_CLASS[1])
     if data_dir is not None:
         raw = fashion_mnist_raw_dir(Path(data_dir))
-        if all((raw / f).is_file() for f in FASHION_MNIST_FILES):
+        if any(os.path.lexists(raw / f) for f in FASHION_MNIST_FILES):
+            check_fashion_mnist(Path(data_dir))  # one missing, cut short, a FIFO: named, before torchvision reads
             return fashion_mnist_demo_data(Path(data_dir), *fashion, f'prepared in {raw}')
         return folder_demo_data(data_dir, f'the image folder {data_dir}')
     why = 'asked for'

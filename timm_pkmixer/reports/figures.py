@@ -17,7 +17,8 @@ from ..runs.run_folder import ARGS_YAML, RunFileError, read_args_yaml
 from ..runs.run_folder import read_summary as read_run_summary
 from .curve_figures import add_note, curve_markers, integer_epochs, plot_curve_bands, single_epoch_note
 
-__all__ = ['read_summary', 'run_label', 'group_runs', 'plot_runs', 'square_channels', 'plot_report', 'dataset_of']
+__all__ = ['read_summary', 'run_label', 'group_runs', 'plot_runs', 'square_channels', 'plot_report', 'dataset_of',
+           'kind_style']
 
 _logger = logging.getLogger(__name__)
 

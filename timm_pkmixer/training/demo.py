@@ -7,8 +7,10 @@ and augmentation, AdamW, a warm-up cosine schedule and label smoothing. Each mod
 (``seed``, ``seed + 1``, …), so that the reading's noise covers the run-to-run variation as well as the validation
 sample. Reproducible: Python's, numpy's and torch's generators are seeded per run and the data are a function of the
 seed, so the same command and seed print the same numbers (with the same threads, which the first line shows).
-Progress (the threads, the data, each run and epoch) is logged; the results' table and reading are
-:func:`summary_lines`.
+Progress (the threads, the data, each run and epoch) is logged; the results' table, how long it trained, what RP
+is, what the paper predicts and the reading are :func:`summary_lines`. A run whose loss is not finite or whose update
+overflows (a learning rate far too large) is stopped there and shown as diverged; :func:`check_converged` names such
+runs and what to do.
 """
 import logging
 import math
@@ -16,7 +18,7 @@ import random
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from ..data.demo_data import SHAPES, DemoData, choose_demo_data
 from ..errors import InvalidArgumentError
@@ -24,11 +26,12 @@ from ..validation import positive_int
 from .threads import choose_threads
 
 __all__ = ['DEFAULT_MODELS', 'DATA_CHOICES', 'DemoResult', 'Noise', 'run_demo', 'summary_lines', 'learned_threshold',
-           'accuracy_noise', 'reading']
+           'accuracy_noise', 'reading', 'check_converged']
 
 _logger = logging.getLogger(__name__)
 
 DEFAULT_MODELS = ('s_mixer_rp_s64c64_32', 's_mixer_s64c64_32')
+DEFAULT_LR = 2e-3
 DATA_CHOICES = ('auto', 'fashion-mnist', 'shapes')  # auto: Fashion-MNIST when it can be had, else the shapes
 
 
@@ -44,6 +47,10 @@ class DemoResult:
     val_images: int = 75 * len(SHAPES)  # the default shapes' validation set
     seed: int = 0
     data: str = ''  # what it trained and validated on (the demo data's description)
+    family: str = ''  # the model's family: 'RP S-Mixer', 'S-Mixer', ...
+    epochs: int = 0
+    lr: float = 0.
+    diverged: str = ''  # where and how the training diverged ('' when it did not): its loss and accuracy are NaN
 
 
 def _seed_everything(seed: int) -> None:
@@ -67,6 +74,7 @@ def _loaders(model, data: DemoData, batch_size: int):
 
 
 def _train_one(name: str, data: DemoData, epochs: int, batch_size: int, lr: float, seed: int) -> DemoResult:
+    """One run; stopped at the first step whose loss is not finite or whose update overflows (``diverged``)."""
     import timm
     from timm.loss import LabelSmoothingCrossEntropy
     from timm.optim import create_optimizer_v2
@@ -80,27 +88,47 @@ def _train_one(name: str, data: DemoData, epochs: int, batch_size: int, lr: floa
                                        min_lr=lr / 100, step_on_epochs=False, updates_per_epoch=len(train_loader))
     loss_fn = LabelSmoothingCrossEntropy(smoothing=0.1)
     params = sum(p.numel() for p in model.parameters())
-    width = model.describe().width
-    _logger.info(f'[{name} seed {seed}] {params:,} params, effective width m = {width}')
+    description = model.describe()
+    _logger.info(f'[{name} seed {seed}] {params:,} params, effective width m = {description.width}')
 
-    start, train_loss, val_acc, updates = time.time(), math.nan, math.nan, 0
+    start, train_loss, val_acc, diverged = time.time(), math.nan, math.nan, ''
     for epoch in range(epochs):
-        model.train()
-        total, count = 0., 0
-        for x, y in train_loader:
-            loss = loss_fn(model(x), y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            updates += 1
-            scheduler.step_update(updates)  # warm-up over the first epoch, then cosine, step by step
-            total, count = total + loss.item() * len(y), count + len(y)
-        train_loss = total / count
+        train_loss, diverged = _train_epoch(model, train_loader, loss_fn, optimizer, scheduler, epoch)
+        if diverged:
+            _logger.warning(f'[{name} seed {seed}] diverged at {diverged}: stopped')
+            train_loss = math.nan
+            break
         val_acc = _accuracy(model, val_loader)
         _logger.info(f'[{name} seed {seed}] epoch {epoch + 1}/{epochs}  train loss {train_loss:.4f}  val acc '
                      f'{val_acc:5.1f}%  ({time.time() - start:.1f} s)')
-    return DemoResult(name, params, width, train_loss, val_acc, time.time() - start, data.num_classes,
-                      len(data.val), seed, data.says)
+    return DemoResult(name, params, description.width, train_loss, math.nan if diverged else val_acc,
+                      time.time() - start, data.num_classes, len(data.val), seed, data.says, description.family,
+                      epochs, lr, diverged)
+
+
+def _train_epoch(model, loader, loss_fn, optimizer, scheduler, epoch: int) -> Tuple[float, str]:
+    """(the mean training loss of one epoch, '') or (NaN, where it diverged: a loss that is not finite, or an
+    update too large for float32, as AdamW's overflow at a learning rate such as 1e308)."""
+    import torch
+    model.train()
+    total, count = 0., 0
+    updates = epoch * len(loader)
+    for step, (x, y) in enumerate(loader, 1):
+        where = f'epoch {epoch + 1}, step {step}'
+        loss = loss_fn(model(x), y)
+        if not torch.isfinite(loss):
+            return math.nan, f'{where} (loss {loss.item():g})'
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        try:
+            optimizer.step()
+        except RuntimeError as e:  # the update's step size overflows float32: the values it would give are inf
+            if 'overflow' not in str(e):
+                raise
+            return math.nan, f'{where} (its update overflowed float32)'
+        scheduler.step_update(updates + step)  # warm-up over the first epoch, then cosine, step by step
+        total, count = total + loss.item() * len(y), count + len(y)
+    return total / count, ''
 
 
 def _accuracy(model, loader) -> float:
@@ -138,7 +166,7 @@ def run_demo(
         data_dir: Optional[str] = None,
         epochs: Optional[int] = None,
         batch_size: int = 64,
-        lr: float = 2e-3,
+        lr: float = DEFAULT_LR,
         seed: int = 0,
         seeds: int = 2,
         train_per_class: Optional[int] = None,
@@ -179,24 +207,59 @@ def run_demo(
                 for s in range(seed, seed + seeds)]
 
 
+PAPER = ('The paper (Hayase & Karakida, ICML 2024, Fig. 7): at the same width m, the RP S-Mixer matches or beats '
+         'the normal one as the depth grows, and trails it at limited depth (S = C = 128, 4 to 20 blocks, 200 epochs '
+         'on CIFAR and STL-10).')
+RP = ('RP: Random-Permuted. The RP S-Mixer rearranges its S·C features (S tokens × C channels) by fixed random '
+      'permutations, drawn once from a seed, before and after each mixing layer, where the normal S-Mixer '
+      'transposes them: the same parameters and the same effective width m = S·C, another sparse weight.')
+
+
 def summary_lines(results: Sequence[DemoResult]) -> List[str]:
     """What the demo found: the data it trained on (``data: …``, when every run trained on the same), a row per run
-    (model, seed, parameters, width m, train loss, validation accuracy, time) and, when the runs hold the default RP
-    S-Mixer and its normal twin, an empty line and the :func:`reading`."""
+    (model, seed, parameters, width m, train loss, validation accuracy, time; ``diverged`` in place of the loss and
+    accuracy of a run that diverged), then how long it trained, what RP is (when an RP model ran) and, when the runs
+    hold the default RP S-Mixer and its normal twin, what the paper predicts and the :func:`reading` (none when one
+    of their runs diverged: :func:`check_converged` says which)."""
     data = {r.data for r in results}
-    lines = ([f'data: {data.pop()}'] if len(data) == 1 and '' not in data else []) + _table(results)
+    lines = ([f'data: {data.pop()}'] if len(data) == 1 and '' not in data else []) + _table(results) + ['']
+    lines += [_trained(results)] + ([RP] if any('RP' in r.family.split() for r in results) else [])
     rp = [r for r in results if r.model == DEFAULT_MODELS[0]]
     normal = [r for r in results if r.model == DEFAULT_MODELS[1]]
     if rp and normal:
-        lines += ['', reading(rp, normal)]
+        lines.append(PAPER)
+        if not any(r.diverged for r in rp + normal):
+            lines.append(reading(rp, normal))
     return lines
+
+
+def _trained(results: Sequence[DemoResult]) -> str:
+    """``trained: 4 epochs per run, 2 seeds per model, AdamW at lr 0.002 …``: a short run, said as such."""
+    epochs = sorted({r.epochs for r in results})
+    seeds = sorted({sum(r.model == m for r in results) for m in {r.model for r in results}})
+    lr = sorted({r.lr for r in results})
+    return (f'trained: {"/".join(map(str, epochs))} epoch{"s" if epochs != [1] else ""} per run, '
+            f'{"/".join(map(str, seeds))} seed{"s" if seeds != [1] else ""} per model, AdamW at lr '
+            f'{"/".join(f"{x:g}" for x in lr)} with a warm-up cosine schedule: a short run')
+
+
+def check_converged(results: Sequence[DemoResult]) -> None:
+    """Raise :class:`InvalidArgumentError` (``lr …``) naming the runs that diverged and what to do, if any did."""
+    diverged = [r for r in results if r.diverged]
+    if not diverged:
+        return
+    lr = diverged[0].lr
+    which = ', '.join(f'{r.model} seed {r.seed} at {r.diverged}' for r in diverged)
+    smaller = f'the default, {DEFAULT_LR:g}' if lr > DEFAULT_LR else f'{lr / 10:g}'
+    raise InvalidArgumentError(f'lr {lr:g}: {len(diverged)} of {len(results)} runs diverged: {which}; train with a '
+                               f'smaller `lr`, such as {smaller}')
 
 
 def _table(results: Sequence[DemoResult]) -> List[str]:
     lines = [f'{"model":<26} {"seed":>4} {"params":>9} {"width m":>8} {"train loss":>10} {"val acc":>8} {"time":>7}']
     for r in results:
-        lines.append(f'{r.model:<26} {r.seed:>4} {r.params:>9,} {r.width:>8} {r.train_loss:>10.4f} '
-                     f'{r.val_acc:>7.1f}% {r.seconds:>6.1f}s')
+        scores = (f'{"diverged":>10} {"-":>8}' if r.diverged else f'{r.train_loss:>10.4f} {r.val_acc:>7.1f}%')
+        lines.append(f'{r.model:<26} {r.seed:>4} {r.params:>9,} {r.width:>8} {scores} {r.seconds:>6.1f}s')
     return lines
 
 
