@@ -24,6 +24,10 @@ reach the epochs compared), 0 otherwise. A work folder is reused: an arm whose r
 not run again. ``--arms`` reruns only the arms whose names match one of the shell patterns (``'sw_mlp_*'``); an arm
 left out has a row of its own, verdict ``not rerun``, and a later call in the same work folder that matches it
 compares it too (the runs already there are not run again).
+
+Input that cannot be used (no such experiment folder or no epochs.csv in it, an empty one or one that is not the
+report's, a value that is not a number, no run of the seed, a folder or FIFO where the work folder takes a file, a
+``--parallel`` below 1) is one line, ``rerun.py: error: …``, exit status 2, before anything is launched or written.
 """
 import argparse
 import csv
@@ -40,11 +44,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import yaml
 
+from timm_pkmixer.cli import USER_ERRORS
+from timm_pkmixer.errors import InvalidArgumentError
 from timm_pkmixer.markdown import markdown_table
 from timm_pkmixer.reports.report import canonical_json
 from timm_pkmixer.runs.epochs_csv import read_epochs_csv
 from timm_pkmixer.runs.provenance import ENVIRONMENT_KEYS, NOT_RECORDED, environment_key, read_provenance
 from timm_pkmixer.runs.run_folder import SUMMARY_CSV, Run, RunFileError, read_run, read_summary
+from timm_pkmixer.validation import cli_type, positive_int
 
 NOT_RERUN = 'not rerun'  # the verdict of an arm left out by --arms (a row of its own in rerun.csv)
 COMPARED = ('eval_top1', 'eval_loss', 'train_loss')  # the per-epoch values an exact rerun repeats
@@ -66,6 +73,37 @@ def arm_name(run: Run) -> str:
         if sep and tail.isdigit():
             return head or name
     return name
+
+
+def committed_runs(experiment: Path) -> List[Run]:
+    """The runs of the committed experiment folder `experiment` (its ``epochs.csv``).
+
+    Raises:
+        InvalidArgumentError: no such folder, no epochs.csv in it, an empty one or one without runs.
+        RunFileError: an epochs.csv that is not the report's (named with the line and column at fault).
+    """
+    path = experiment / 'epochs.csv'
+    if not experiment.is_dir():
+        raise InvalidArgumentError(f'{experiment}: no such folder (give a committed experiment folder, holding the '
+                                   f'epochs.csv `pkmixer report` wrote)')
+    if not os.path.lexists(path):
+        raise InvalidArgumentError(f'{experiment} holds no epochs.csv: not a committed experiment folder (`pkmixer '
+                                   f'report` writes one)')
+    if path.is_file() and path.stat().st_size == 0:
+        raise InvalidArgumentError(f'{path} is empty')
+    runs = read_epochs_csv(path)
+    if not runs:
+        raise InvalidArgumentError(f'{path} holds no run')
+    return runs
+
+
+def _writable(path: Path) -> Path:
+    """`path`, where the script writes a file: something else there (a folder, a FIFO) is an
+    :class:`InvalidArgumentError` before anything runs."""
+    if os.path.lexists(path) and not path.is_file():
+        raise InvalidArgumentError(f'{path} is in the way: not a file, where the rerun writes one (remove it, or give '
+                                   f'another --work-dir)')
+    return path
 
 
 def arms(committed: Sequence[Run]) -> List[List[Run]]:
@@ -104,6 +142,7 @@ def run_arms(jobs: List[Tuple[Path, Path, int]], train_py: str, train_args: Sequ
     """Launch each (arm folder, run folder, epochs wanted) whose run lacks those epochs, `parallel` at a time; a
     launch is stopped (SIGTERM: pkmixer launch stops its run as Ctrl-C does) once its run has the `epochs_check`
     epochs. Returns what went wrong, one line per arm ('' when nothing)."""
+    positive_int('parallel', parallel)  # none at a time would wait for ever
     todo = [(a, r, n) for a, r, n in jobs if _epochs_done(r) < n]
     running: List[subprocess.Popen] = []
     problems: List[str] = []
@@ -179,7 +218,7 @@ def rerun(experiment: Path, seed: int, data_dir: Path, train_py: str, work_dir: 
     """Rebuild, run and compare seed `seed` of each arm of `experiment` (see the module docstring), or of the arms
     whose names match a pattern of `only`: (the rows, problems that are not a comparison: arms without the seed or
     left out, launches that failed, configurations that differ)."""
-    committed = read_epochs_csv(experiment / 'epochs.csv')
+    committed = committed_runs(experiment)
     problems: List[str] = []
     chosen: List[Tuple[Run, List[Run], Path, Path]] = []
     left_out: List[Dict[str, Any]] = []
@@ -195,17 +234,19 @@ def rerun(experiment: Path, seed: int, data_dir: Path, train_py: str, work_dir: 
                             f'{" ".join(str(r.seed) for r in arm)})')
             continue
         run = of_seed[0]
-        name = Path(run.name).name
         arm_dir = work_dir / arm_name(run)
+        chosen.append((run, arm, arm_dir, arm_dir / 'runs' / Path(run.name).name))
+    if not chosen:
+        raise InvalidArgumentError(f'no committed run of seed {seed} in {experiment / "epochs.csv"}'
+                                   + (f' matched by --arms {" ".join(only)}' if only else ''))
+    for path in [work_dir / 'rerun.csv'] + [a / f for _, _, a, r in chosen for f in ('launch.out', f'{r.name}.yaml')]:
+        _writable(path)
+    for run, _, arm_dir, run_dir in chosen:
         arm_dir.mkdir(parents=True, exist_ok=True)
         text = yaml.safe_dump(recipe(run, data_dir), sort_keys=True)
-        path = arm_dir / f'{name}.yaml'
+        path = arm_dir / f'{run_dir.name}.yaml'
         if not path.is_file() or path.read_text(encoding='utf-8') != text:
             path.write_text(text, encoding='utf-8')
-        chosen.append((run, arm, arm_dir, arm_dir / 'runs' / name))
-    if not chosen:
-        raise SystemExit(f'rerun: no committed run of seed {seed} in {experiment / "epochs.csv"}'
-                         + (f' matched by --arms {" ".join(only)}' if only else ''))
     jobs = [(a, r, min(epochs_check or len(c.epochs), len(c.epochs))) for c, _, a, r in chosen]
     problems += run_arms(jobs, train_py, train_args, epochs_check, parallel)
     rows = []
@@ -234,13 +275,21 @@ def write_csv(rows: Sequence[Dict[str, Any]], path: Path) -> None:
             writer.writerow({k: repr(v) if isinstance(v, float) else v for k, v in row.items()})
 
 
+def _check_paths(data_dir: Path, train_py: str) -> None:
+    """The runs' data and train.py are there (else every launch would fail alike, after the work folder is made)."""
+    if not data_dir.is_dir():
+        raise InvalidArgumentError(f'--data-dir {data_dir}: no such folder')
+    if not Path(train_py).is_file():
+        raise InvalidArgumentError(f'--train-py {train_py}: no such file')
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     train_args = DEFAULT_TRAIN_ARGS
     if '--' in argv:
         i = argv.index('--')
         argv, train_args = argv[:i], tuple(argv[i + 1:])
-    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
+    p = argparse.ArgumentParser(prog='rerun.py', description=__doc__.split('\n\n')[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument('experiment', type=Path, help='a committed experiment folder (holding epochs.csv)')
     p.add_argument('--seed', type=int, required=True, help='the seed whose runs are rerun, one per arm')
@@ -252,16 +301,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help='compare the first N epochs only (each rerun is stopped after its N-th)')
     p.add_argument('--arms', nargs='+', default=(), metavar='GLOB',
                    help="rerun only the arms whose names match one of these shell patterns (e.g. 'sw_mlp_*')")
-    p.add_argument('--parallel', type=int, default=1, help='arms run at once (default 1, one thread each)')
+    p.add_argument('--parallel', type=cli_type(positive_int, name='parallel'), default=1,
+                   help='arms run at once (default 1, one thread each)')
     args = p.parse_args(argv)
     if not args.train_py:
         p.error('--train-py (or $TIMM_TRAIN_PY) is required')
     if args.epochs_check is not None and args.epochs_check < 1:
         p.error('--epochs-check must be a positive number of epochs')
     work = args.work_dir or Path(f'rerun-{args.experiment.resolve().name}-seed{args.seed}')
-    work.mkdir(parents=True, exist_ok=True)
-    rows, problems = rerun(args.experiment, args.seed, args.data_dir, args.train_py, work, args.epochs_check,
-                           train_args, args.parallel, args.arms)
+    try:
+        _check_paths(args.data_dir, args.train_py)
+        rows, problems = rerun(args.experiment, args.seed, args.data_dir, args.train_py, work, args.epochs_check,
+                               train_args, args.parallel, args.arms)
+    except USER_ERRORS as e:
+        message = str(e) if not isinstance(e, OSError) or not e.filename else f'{e.strerror}: {e.filename}'
+        print(f'{p.prog}: error: {message}', file=sys.stderr)
+        return 2
     shown = ('arm', 'seed', 'epochs_compared', 'verdict', 'top1_err', 'committed_top1_err', 'spread_min',
              'spread_max', 'first_differing_epoch', 'max_abs_top1_diff', 'env')
     print(markdown_table(shown, ([_fmt(r.get(c, '')) for c in shown] for r in rows)))
