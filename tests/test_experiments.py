@@ -101,8 +101,11 @@ def test_every_setting_has_a_source_and_packaged_recipes_agree_with_their_figure
     for info in list_recipes():
         for key in info.figures:
             plan = plan_sweep(info.name, figure=key)
-            if info.dataset == 'fashion_mnist':  # not the paper's data: a CPU study; only its epochs may differ
-                assert {d.split(':')[0] for d in plan.differs} <= {'epochs'}, (info.name, key, plan.differs)
+            if info.dataset == 'fashion_mnist':  # not the paper's data: a CPU study; only its epochs may differ,
+                # and the Fig. 6 study's lr: it trains with C.4's 0.02, as the other S-Mixer studies, where Table S.2
+                # gives STL-10's 0.1 (pre-registered; its header and width_fig6/PREREGISTRATION.md say so)
+                allowed = {'epochs', 'lr'} if info.name == 'fashion_mnist/s_mixer_fig6' else {'epochs'}
+                assert {d.split(':')[0] for d in plan.differs} <= allowed, (info.name, key, plan.differs)
             else:
                 assert plan.differs == [], (info.name, key, plan.differs)
             assert all(s.source for s in plan.settings)

@@ -48,6 +48,7 @@ identical seeds (tests/test_verdicts.py). Fewer than 3 epochs in the window, or 
 """
 import math
 import statistics
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
@@ -208,7 +209,9 @@ def welch(a: Sample, b: Sample) -> Estimate:
     var = a.sd ** 2 / a.n + b.sd ** 2 / b.n
     if var == 0:
         return Estimate(diff, 0.0, math.nan)
-    result = stats.ttest_ind(a.values, b.values, equal_var=False)
+    with warnings.catch_warnings():  # one arm's seeds all equal: scipy warns of precision, its df is still exact
+        warnings.simplefilter('ignore', RuntimeWarning)
+        result = stats.ttest_ind(a.values, b.values, equal_var=False)
     return Estimate(diff, math.sqrt(var), float(result.df))
 
 
@@ -336,13 +339,18 @@ class Verdict(NamedTuple):
     why: str
 
 
+_NO_ESTIMATE = ('too few runs or factor values to estimate it', 'one seed in an arm: no interval',
+                'no spread between seeds: no interval')
+
+
 def _no_interval(e: Estimate) -> Optional[Verdict]:
+    """Why no interval can be drawn (:data:`INCONCLUSIVE`), or None."""
     if math.isnan(e.value):
-        return Verdict(INCONCLUSIVE, 'too few runs or factor values to estimate it')
+        return Verdict(INCONCLUSIVE, _NO_ESTIMATE[0])
     if math.isnan(e.se):
-        return Verdict(INCONCLUSIVE, 'one seed in an arm: no interval')
+        return Verdict(INCONCLUSIVE, _NO_ESTIMATE[1])
     if not e.defined:
-        return Verdict(INCONCLUSIVE, 'no spread between seeds: no interval')
+        return Verdict(INCONCLUSIVE, _NO_ESTIMATE[2])
     return None
 
 
@@ -388,8 +396,9 @@ def match_or_beat(e: Estimate, margin: float) -> Verdict:
 
 
 def at_scale(verdict: Verdict, flats: Sequence[Flatness]) -> Verdict:
-    """A verdict on arms whose curves still move, or cannot be told flat, is not shown at this scale."""
-    if verdict.word in (OUTSIDE, NOT_RUN, MEASURED):
+    """A verdict on arms whose curves still move, or cannot be told flat, is not shown at this scale (one with no
+    interval at all stays inconclusive: the curves would not change that)."""
+    if verdict.word in (OUTSIDE, NOT_RUN, MEASURED) or verdict.why in _NO_ESTIMATE:
         return verdict
     otherwise = f'otherwise {verdict.word}: {verdict.why}'
     moving = [f for f in flats if f.moving]

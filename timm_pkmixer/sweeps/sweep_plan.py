@@ -303,6 +303,17 @@ def _causes(used: Mapping[str, Reading], fig: Optional[Figure], options: Mapping
     return causes
 
 
+def _recipe_channels(setting: Setting, base: Mapping[str, Any]) -> Setting:
+    """The paper's image size (its sources say ×3: its images are RGB) with the channels of a recipe that feeds
+    another number (a gray dataset's ``in_chans: 1``)."""
+    channels = base.get('in_chans') or (base.get('input_size') or [None])[0]
+    if setting.name != 'img_size' or channels in (None, 3):
+        return setting
+    side = base.get('img_size', setting.value)
+    return Setting(setting.name, setting.value, f'{setting.source}; this recipe: {side}×{side}×{channels} (in_chans '
+                                                f'{channels})')
+
+
 def _training(fig: Optional[Figure], used: Mapping[str, Reading], base: Mapping[str, Any], points, path: Path):
     """(points with the figure's and readings' training overrides, settings, differences from the paper)."""
     chosen = [s for r in used.values() for s in r.overrides]
@@ -330,6 +341,7 @@ def _training(fig: Optional[Figure], used: Mapping[str, Reading], base: Mapping[
                                                        f'({s.source})'))
                 differs.append(f'{s.name}: {value!r} in the base recipe, {s.value!r} in the paper ({s.source})')
         settings += [s for s in fig.overrides if s.name not in {e.name for e in expects}]
+        settings = [_recipe_channels(s, base) for s in settings]
     stated = {s.name for s in settings}
     for key, value in base.items():
         if key not in stated and key not in ('model', 'model_kwargs', 'seed', 'experiment'):
@@ -439,9 +451,9 @@ def _declared_claims(fig: Optional[Figure], own: Sequence[Claim]) -> List[Claim]
     names = [c.name for c in figure_claims]
     for claim in own:
         if claim.name in names:
-            whose = f'the figure {fig.key}\'s' if fig and claim.name in [c.name for c in figure_claims] else 'another'
-            raise InvalidArgumentError(f'claims: {claim.name!r} is already {whose} claim of this sweep: give yours '
-                                       f'another name')
+            whose = f'declared by {fig.key}' if fig and claim.name in [c.name for c in figure_claims] else \
+                'the name of another one of yours'
+            raise InvalidArgumentError(f'claims: {claim.name!r} is already {whose}: give yours another name')
         names.append(claim.name)
     return figure_claims + list(own)
 
