@@ -152,7 +152,10 @@ def test_the_cli_prepares_from_debian_and_says_so(tmp_path, cli):
     assert out.splitlines() == [
         f"{tmp_path / 'fm' / 'FashionMNIST' / 'raw'}: Fashion-MNIST, 60000 train and 10000 test images, 10 classes "
         f"(Debian's dataset-fashion-mnist {DEBIAN_DIR})",
-        f"train on it with: pkmixer train fashion_mnist/s_mixer_fig7 --data-dir {tmp_path / 'fm'}"]
+        f"train on it with: pkmixer train fashion_mnist/s_mixer_fig7 --data-dir {tmp_path / 'fm'}",
+        f"validate a model trained on it (pushed to the Hub as ORG/NAME) with timm's validate.py: python validate.py "
+        f"--model hf-hub:ORG/NAME --pretrained --dataset torch/fashion_mnist --split validation --data-dir "
+        f"{tmp_path / 'fm'} --in-chans 1 --device cpu"]
 
 
 def test_an_already_prepared_folder_is_checked_and_kept(synthetic_source, tmp_path, cli):

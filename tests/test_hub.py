@@ -627,9 +627,12 @@ def test_d_truncated_files_are_refused_naming_the_file(tmp_path, suffix):
     with pytest.raises(CheckpointError, match=f'{path.name}: cannot be read as a checkpoint, it is truncated or '
                                               f'corrupt'):
         read_checkpoint(str(path))
-    path.write_bytes(b'not a checkpoint at all')
-    with pytest.raises(CheckpointError, match='truncated or corrupt'):
+    path.write_bytes(b'not a checkpoint at all')  # identified before it is read: text, not a damaged checkpoint
+    with pytest.raises(CheckpointError) as info:
         read_checkpoint(str(path))
+    assert str(info.value) == (f"{path} is a text file, not a checkpoint: expected train.py's checkpoint "
+                               f"(last.pth.tar or model_best.pth.tar: a torch zip archive), a state dict saved by "
+                               f"torch.save, or a .safetensors file")
 
 
 def test_d_push_refuses_non_finite_weights(tmp_path):

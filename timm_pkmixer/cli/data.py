@@ -7,6 +7,9 @@ from ._common import add_command, in_flag_terms
 
 __all__ = ['add_commands']
 
+# how train.py reads Fashion-MNIST (the packaged fashion_mnist/ recipes: 1 channel), for the validate.py line
+FASHION_MNIST_ARGS = {'dataset': 'torch/fashion_mnist', 'val_split': 'validation'}
+
 
 def run_stl10(args: argparse.Namespace) -> int:
     from ..data.datasets import prepare_stl10
@@ -18,6 +21,7 @@ def run_stl10(args: argparse.Namespace) -> int:
 
 def run_fashion_mnist(args: argparse.Namespace) -> int:
     from ..data.fashion_mnist import fashion_mnist_raw_dir, prepare_fashion_mnist
+    from ..publish.model_card import validate_command
     with in_flag_terms(args, 'source'):  # the library's `source`, within a sentence, is this command's --source
         prepared = prepare_fashion_mnist(args.out_dir, args.source, download=not args.no_download)
     origin = {'debian': "Debian's dataset-fashion-mnist", 'folder': 'the folder',
@@ -26,6 +30,8 @@ def run_fashion_mnist(args: argparse.Namespace) -> int:
     print(f'{fashion_mnist_raw_dir(prepared.root)}: Fashion-MNIST, {prepared.counts["train"]} train and '
           f'{prepared.counts["test"]} test images, 10 classes ({origin} {prepared.origin})')
     print(f'train on it with: pkmixer train fashion_mnist/s_mixer_fig7 --data-dir {prepared.root}')
+    print(f"validate a model trained on it (pushed to the Hub as ORG/NAME) with timm's validate.py: "
+          f"{validate_command('hf-hub:ORG/NAME', 1, FASHION_MNIST_ARGS, prepared.root)}")
     return 0
 
 

@@ -8,33 +8,43 @@ The folder a push uploads, and that ``pkmixer push --out-dir`` only writes:
   ``timm.create_model('hf-hub:ORG/NAME', pretrained=True)`` and transformers'
   ``AutoModelForImageClassification.from_pretrained('ORG/NAME')`` rebuild the same function;
 * ``README.md``, the model card (timm's ``generate_readme``, see `model_card`);
-* ``train_hparams.yaml``, the run's ``args.yaml`` when it sits beside the checkpoint, less the paths of the machine
-  that trained it (:data:`MACHINE_PATH_KEYS`, published as ``''``: where its data and outputs were, nothing a reader
-  can use and nothing to publish).
+* ``train_hparams.yaml``, the run's ``args.yaml`` when it sits beside the checkpoint, read as YAML (safely) and
+  written again less the paths of the machine that trained it (:func:`without_machine_paths`: train.py's path
+  arguments, :data:`MACHINE_PATH_KEYS`, and any other value that is an absolute or home path, published as ``''``:
+  where its data and outputs were, nothing a reader can use and nothing to publish), however the YAML spelled them
+  (quoted, flow style, folded; its comments are not kept).
+
+The folder is written beside `out_dir` under a temporary name and renamed into place once whole: a push refused
+midway (a run file that cannot be published, say) leaves `out_dir` as it was, so the same command runs again.
 
 timm's ``push_to_hf_hub`` is not used as a whole: it cannot add the recipe file, keeps an existing
 README and also uploads a pickle; the upload itself is `huggingface_hub`'s ``create_repo`` +
 ``upload_folder``. Reading and checking the checkpoint is `checkpoint_file`'s job; nothing here changes the
 model it is given (the exported ``pretrained_cfg`` goes to a shallow view of it).
 """
+import contextlib
 import copy
+import errno
 import json
 import os
 import re
+import shutil
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
+import yaml
 from timm.models import save_for_hf
 
 from ..errors import InvalidArgumentError
 from ..models._common import TRAINING_ONLY_ARGS
+from ..state_files import load_yaml, temporary_beside
 from .checkpoint_file import TrainingCheckpoint, read_train_args
 
 __all__ = ['HubFolder', 'export_model_args', 'label_names_of_run', 'write_hub_folder', 'upload_to_hub', 'check_repo_id',
-           'MACHINE_PATH_KEYS', 'without_machine_paths']
+           'MACHINE_PATH_KEYS', 'is_machine_path', 'strip_machine_paths', 'without_machine_paths']
 
 # pretrained cfg entries that describe where other weights came from, not the pushed ones
 _SOURCE_CFG_KEYS = ('url', 'file', 'state_dict', 'hf_hub_id', 'hf_hub_filename', 'source', 'tag', 'origin_url',
@@ -133,15 +143,82 @@ def _export_pretrained_cfg(model: torch.nn.Module, train_args: Dict[str, Any], l
     return cfg
 
 
-# args.yaml keys whose value is a path of the machine that trained the run
-MACHINE_PATH_KEYS = ('data_dir', 'output', 'resume', 'initial_checkpoint')
-_MACHINE_PATH = re.compile(rf"^({'|'.join(MACHINE_PATH_KEYS)}):(?! ''$)(?! null$).*\n(?:[ ].*\n)*", re.M)
+# train.py's arguments whose value is a path of the machine that trained the run (its FILE, DIR and PATH arguments)
+MACHINE_PATH_KEYS = ('config', 'data', 'data_dir', 'class_map', 'initial_checkpoint', 'pretrained_path', 'resume',
+                     'output')
+_PATH_PREFIXES = ('local-dir:', 'file://', 'file:')  # a path behind a loader's or URL's prefix is still a path
+_WINDOWS_PATH = re.compile(r'^[A-Za-z]:[\\/]')
+
+
+def is_machine_path(value: Any) -> bool:
+    """Whether `value` is a string naming a place on a machine: an absolute path (POSIX, Windows or UNC), a home
+    path (``~/…``), or one of those behind ``local-dir:`` or ``file:``."""
+    if not isinstance(value, str):
+        return False
+    for prefix in _PATH_PREFIXES:
+        value = value[len(prefix):] if value.startswith(prefix) else value
+    return value.startswith(('/', '~', '\\\\')) or bool(_WINDOWS_PATH.match(value))
+
+
+def _blank_paths(value: Any) -> Any:
+    """`value` with every string in it that :func:`is_machine_path` (in lists and mappings too) replaced by ''."""
+    if isinstance(value, dict):
+        return {k: _blank_paths(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_blank_paths(v) for v in value]
+    return '' if is_machine_path(value) else value
+
+
+def strip_machine_paths(args: Dict[str, Any]) -> Dict[str, Any]:
+    """train.py's `args` with the value of each of :data:`MACHINE_PATH_KEYS` that is set (not empty, not None)
+    replaced by ``''`` and every other machine path in them (:func:`is_machine_path`) too; a new mapping."""
+    return {k: '' if k in MACHINE_PATH_KEYS and v not in (None, '') else _blank_paths(v) for k, v in args.items()}
+
+
+def _dump_args(args: Dict[str, Any]) -> str:
+    """train.py's arguments as train.py writes args.yaml (block style), in their order."""
+    return yaml.safe_dump(args, default_flow_style=False, sort_keys=False)
 
 
 def without_machine_paths(args_yaml: str) -> str:
-    """train.py's args.yaml with the value of each of :data:`MACHINE_PATH_KEYS` replaced by ``''`` (a value
-    continued on indented lines included); every other line as it was."""
-    return _MACHINE_PATH.sub(lambda m: f"{m.group(1)}: ''\n", args_yaml)
+    """train.py's args.yaml text, read as YAML (safely: :func:`~timm_pkmixer.state_files.load_yaml`) and written again
+    without its machine paths (:func:`strip_machine_paths`), however the YAML spelled them; an args.yaml that train.py
+    wrote keeps every other line as it was."""
+    args = load_yaml(args_yaml)
+    if not isinstance(args, dict):
+        raise InvalidArgumentError(f'args.yaml holds a YAML {type(args).__name__}, not the mapping of arguments '
+                                   f'train.py writes')
+    return _dump_args(strip_machine_paths(args))
+
+
+def _make_folders(folder: Path) -> List[Path]:
+    """Make `folder` and its missing parents; returns those made, innermost first (to remove them again)."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        made.mkdir(exist_ok=True)
+    return missing
+
+
+def _check_out_dir(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise InvalidArgumentError(f'out_dir {out} is a file: choose a new or empty directory')
+    if out.exists() and any(out.iterdir()):
+        raise InvalidArgumentError(f'out_dir {out} is not empty: choose a new or empty directory')
+
+
+def _move_into_place(written: Path, out: Path) -> None:
+    """The folder `written` renamed to `out`, which is absent or an empty folder (whose mode it takes)."""
+    if out.is_dir():
+        os.chmod(written, stat.S_IMODE(out.stat().st_mode))
+    try:
+        os.rename(written, out)  # replaces an empty folder; refuses one that something filled meanwhile
+    except OSError as e:
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+            _check_out_dir(out)
+        raise
 
 
 @dataclass
@@ -161,7 +238,9 @@ def write_hub_folder(
         datasets: Optional[List[str]] = None,
         expanded_from: Optional[Dict[str, Any]] = None,
 ) -> HubFolder:
-    """Write what a push uploads into the empty or new directory `out_dir`.
+    """Write what a push uploads into the empty or new directory `out_dir`: into a new folder beside it, renamed
+    into place once every file is written, so that a refusal on the way (a summary.csv the card cannot use, an
+    args.yaml that cannot be read safely) leaves `out_dir` as it was (and no folder this call made).
 
     Args:
         model: The validated model (`build_validated_model`), not changed: its arguments (``model.model_args``)
@@ -175,26 +254,46 @@ def write_hub_folder(
             how (shown in the card). The run's accuracy and hyper-parameters then describe the original, not this
             model, and are left out.
     """
-    from .model_card import build_model_card, datasets_from_args, read_run_metrics, render_model_card
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InvalidArgumentError(f'out_dir {out} is a file: choose a new or empty directory')
-    if out.exists() and any(out.iterdir()):
-        raise InvalidArgumentError(f'out_dir {out} is not empty: choose a new or empty directory')
+    _check_out_dir(out)
+    place = out.resolve() if out.is_symlink() else out  # a link to an empty folder: the folder is replaced
+    made = _make_folders(place.parent)
+    written = temporary_beside(place)
+    written.mkdir()
+    try:
+        folder = _write_into(written, model, ckpt, repo_id, license, datasets, expanded_from)
+        _move_into_place(written, place)
+    except BaseException:
+        shutil.rmtree(written, ignore_errors=True)
+        for folder_made in made:
+            with contextlib.suppress(OSError):
+                folder_made.rmdir()
+        raise
+    return HubFolder(out, sorted(p.name for p in out.iterdir()), folder.notes)
+
+
+def _write_into(
+        out: Path,
+        model: torch.nn.Module,
+        ckpt: TrainingCheckpoint,
+        repo_id: str,
+        license: Optional[str],
+        datasets: Optional[List[str]],
+        expanded_from: Optional[Dict[str, Any]],
+) -> HubFolder:
+    """:func:`write_hub_folder`'s files, written into the new folder `out`."""
+    from .model_card import build_model_card, datasets_from_args, read_run_metrics, render_model_card
     license = license or model.pretrained_cfg.get('license') or 'apache-2.0'
     model_args = model.model_args.to_json(exclude=TRAINING_ONLY_ARGS)  # for the card: num_classes included
     train_args = {} if expanded_from else ckpt.train_args
     hparams = None if expanded_from else ckpt.hparams_file
-    if hparams is not None:
-        read_train_args(hparams)  # published only if it reads safely
+    published_args = None if hparams is None else strip_machine_paths(read_train_args(hparams))  # if it reads safely
     exported = copy.copy(model)  # a view: the same parameters, its own pretrained_cfg
     exported.pretrained_cfg = _export_pretrained_cfg(model, train_args, license)
     label_names, label_note = label_names_of_run(ckpt.train_args, model.num_classes)
-    out.mkdir(parents=True, exist_ok=True)
     _save_config(exported, out, label_names)
-    if hparams is not None:
-        text = Path(hparams).read_text(encoding='utf-8')
-        (out / 'train_hparams.yaml').write_text(without_machine_paths(text), encoding='utf-8')
+    if published_args is not None:
+        (out / 'train_hparams.yaml').write_text(_dump_args(published_args), encoding='utf-8')
     metrics, note = None, ''
     if not expanded_from:
         run_had_ema_eval = ckpt.has_ema and not ckpt.train_args.get('model_ema_force_cpu', False)

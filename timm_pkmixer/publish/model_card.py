@@ -15,7 +15,8 @@ from ..description import built_label
 from ..permutation_kinds import PERMUTATION_KINDS
 from ..runs.run_folder import RunFileError, read_summary, row_problem
 
-__all__ = ['PAPER_ARXIV', 'PAPER_BIBTEX', 'RunMetrics', 'read_run_metrics', 'build_model_card', 'render_model_card']
+__all__ = ['PAPER_ARXIV', 'PAPER_BIBTEX', 'RunMetrics', 'read_run_metrics', 'validate_command', 'build_model_card',
+           'render_model_card']
 
 PAPER_ARXIV = '2306.01470'
 PAPER_TITLE = 'Understanding MLP-Mixer as a Wide and Sparse MLP'
@@ -117,19 +118,66 @@ def _image_line(in_chans: int, input_size: Tuple[int, int]) -> str:
 _PIL_MODES = {1: ('L', 'grayscale'), 3: ('RGB', 'colour')}
 
 
+def validate_command(model: str, in_chans: int, train_args: Dict[str, Any], data: str = 'DATA') -> str:
+    """timm's validate.py on the data a model was trained on, as the run evaluated it (its ``--dataset`` and
+    ``val_split``; the size, crop, mean and std come from the model's config): `model` as validate.py's ``--model``
+    (``hf-hub:ORG/NAME``), `data` its ``--data-dir``. ``--in-chans`` for a model that does not take 3 channels
+    (validate.py builds 3 unless told), ``--class-map`` where the run had one, ``--device cpu`` (validate.py's
+    default is cuda)."""
+    parts = ['python validate.py', f'--model {model}', '--pretrained']
+    dataset = str(train_args.get('dataset') or '')
+    if dataset:
+        parts.append(f'--dataset {dataset}')
+    parts += [f"--split {train_args.get('val_split') or 'validation'}", f'--data-dir {data}']
+    if in_chans != 3:
+        parts.append(f'--in-chans {in_chans}')
+    if train_args.get('class_map'):
+        parts.append('--class-map CLASS_MAP')
+    return ' '.join(parts + ['--device cpu'])
+
+
+def _data_line(train_args: Dict[str, Any]) -> str:
+    """What the validate command's ``DATA`` is, for the run's dataset."""
+    dataset = str(train_args.get('dataset') or '')
+    prefix, _, name = dataset.partition('/')
+    split = train_args.get('val_split') or 'validation'
+    if dataset.lower() == 'torch/fashion_mnist':
+        where = 'the folder `pkmixer prepare-fashion-mnist DATA` writes Fashion-MNIST into'
+    elif prefix.lower() == 'torch':
+        where = f"where torchvision keeps {name} (validate.py's `--dataset-download` fetches it there)"
+    elif not dataset or dataset.lower() == 'folder':
+        where = f'an image folder whose `{split}/` holds one folder of images per class, named as in training'
+    else:
+        where = "the dataset's root, as train.py's `--data-dir` took it"
+    class_map = '; `CLASS_MAP`: the class map file of the run' if train_args.get('class_map') else ''
+    return f'`DATA`: {where}{class_map}.'
+
+
+def _validation(repo_id: str, in_chans: int, train_args: Dict[str, Any]) -> str:
+    """The card's validation section: timm's validate.py on the model's own data, the command as it runs."""
+    channels = ('' if in_chans == 3 else
+                f" timm's `train.py`, `validate.py` and `inference.py` build a 3-channel model unless told: the "
+                f'command gives them `--in-chans {in_chans}`.')
+    return f"""
+Validate it with timm's `validate.py` (in timm's repository, at your timm version; not in the timm wheel):
+
+```bash
+{validate_command(f'hf-hub:{repo_id}', in_chans, train_args)}
+```
+
+{_data_line(train_args)}{channels} On a GPU, `--device cuda`.
+"""
+
+
 def _usage(repo_id: str, num_classes: int, in_chans: int = 3, input_size: Tuple[int, int] = (224, 224),
-           label_names: bool = False) -> str:
+           label_names: bool = False, train_args: Optional[Dict[str, Any]] = None) -> str:
     """The card's usage snippet, which runs as written for the model's input channels (`in_chans`); its top-k is
     never larger than the number of classes; with `label_names` (config.json has them) it prints the classes by
-    name. A model whose channels are not 3 says the flag timm's scripts need."""
+    name. Then timm's validate.py on the run's data (`train_args`: its dataset and split), with the flags it needs."""
     k = max(1, min(5, num_classes))
     show = (f"names = model.pretrained_cfg['label_names']\n"
             f"print([(names[i], round(p, 3)) for p, i in zip(top{k}_prob[0].tolist(), top{k}_idx[0].tolist())])\n"
             if label_names else f'print(top{k}_idx[0].tolist(), top{k}_prob[0].tolist())\n')
-    scripts = ('' if in_chans == 3 else
-               f"\ntimm's `train.py`, `validate.py` and `inference.py` build a 3-channel model unless told: give them "
-               f"`--in-chans {in_chans}`, e.g. `python validate.py --model hf-hub:{repo_id} --pretrained "
-               f"--in-chans {in_chans} --data-dir DATA …`.\n")
     return f'''```bash
 # timm-pkmixer registers the PK-family architectures in timm. It is not on PyPI: install it from its source,
 # e.g. in a checkout of its repository (or pip install a wheel built there: pip wheel --no-deps -w dist .)
@@ -146,7 +194,7 @@ transform = timm.data.create_transform(**timm.data.resolve_model_data_config(mod
 with torch.no_grad():
     top{k}_prob, top{k}_idx = model(x).softmax(-1).topk({k})
 {show}```
-{scripts}'''
+{_validation(repo_id, in_chans, train_args or {})}'''
 
 
 def _pattern_legend(permutation: Tuple[str, ...]) -> str:
@@ -221,7 +269,7 @@ def build_model_card(
         'description': description,
         'details': details,
         'usage': _usage(repo_id, _num_classes(model_name, model_args), in_chans, (s.img_size, s.img_size),
-                        label_names=bool(label_names)),
+                        label_names=bool(label_names), train_args=train_args),
         'citation': PAPER_BIBTEX,
     }
 
