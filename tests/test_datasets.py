@@ -78,20 +78,28 @@ def test_each_kind_of_dataset_says_where_it_comes_from(tmp_path):
 
 
 def test_the_plan_says_where_the_data_come_from_and_a_missing_folder_stops_the_run(tmp_path, cli, launch_env):
+    """The dry run refuses what the run would refuse (exit status 2, the folder named), and the run stops before
+    train.py makes its folder."""
     launch_env.setenv('OMP_NUM_THREADS', '1')
     (tmp_path / 'r.yaml').write_text('model: s_mixer_s64c64_32\nmodel_kwargs: {img_size: 8, patch_size: 4, num_tokens: '
                                      '4, embed_dim: 4, num_blocks: 1}\nnum_classes: 2\nimg_size: 8\nbatch_size: 2\n'
                                      f'epochs: 1\noutput: {tmp_path / "runs"}\n')
-    code, out, err = cli('train', '--train-py', MINI_TRAIN_PY, tmp_path / 'r.yaml', '--data-dir', tmp_path / 'nowhere',
+    refused = (f"pkmixer train: error: --data-dir {tmp_path / 'nowhere'}: no such folder (the run's dataset is an "
+               f'image folder: give the folder holding train/ and validation/)\n')
+    for dry in (['--dry-run'], []):
+        code, out, err = cli('train', '--train-py', MINI_TRAIN_PY, tmp_path / 'r.yaml', '--data-dir',
+                             tmp_path / 'nowhere', '--device', 'cpu', *dry)
+        assert (code, out, err) == (2, '', refused)
+        assert not (tmp_path / 'runs').exists()
+    for split in ('train', 'validation'):
+        for name in ('a', 'b'):
+            (tmp_path / 'mine' / split / name).mkdir(parents=True)
+            Image.new('RGB', (8, 8)).save(tmp_path / 'mine' / split / name / '0.png')
+    code, out, err = cli('train', '--train-py', MINI_TRAIN_PY, tmp_path / 'r.yaml', '--data-dir', tmp_path / 'mine',
                          '--device', 'cpu', '--dry-run')
     assert code == 0, err
-    assert (f"[pkmixer] dataset: an image folder, {tmp_path / 'nowhere'} (sub-folders train/ and validation/, one "
-            f"folder per class): no such folder") in out.splitlines()
-    code, out, err = cli('train', '--train-py', MINI_TRAIN_PY, tmp_path / 'r.yaml', '--data-dir', tmp_path / 'nowhere',
-                         '--device', 'cpu')
-    assert code == 2 and err == (f"pkmixer train: error: --data-dir {tmp_path / 'nowhere'}: no such folder (the run's "
-                                 f'dataset is an image folder: give the folder holding train/ and validation/)\n')
-    assert not (tmp_path / 'runs').exists()
+    assert (f"[pkmixer] dataset: an image folder, {tmp_path / 'mine'} (sub-folders train/ and validation/, one "
+            f"folder per class)") in out.splitlines()
 
 
 @pytest.mark.skipif(not REAL_TRAIN_PY, reason="TIMM_TRAIN_PY is not set: timm's train.py is not in the timm wheel")
@@ -109,7 +117,11 @@ def test_a_packaged_recipe_that_downloads_says_so_and_fails_in_one_line_without_
                                  f"{tmp_path / 'c10'} (URLError: <urlopen error [Errno 111] Connection refused>). "
                                  f'Without a network, {OWN}\n')
     assert not (tmp_path / 'runs').exists()
-    (tmp_path / 'mine' / 'train' / 'a').mkdir(parents=True)  # the way out: one's own image folder
-    code, out, err = cli(*argv, '--dataset', '', '--data-dir', tmp_path / 'mine', '--num-classes', '2', '--dry-run')
+    for split in ('train', 'validation'):  # the way out: one's own image folder
+        for name in ('a', 'b'):
+            (tmp_path / 'mine' / split / name).mkdir(parents=True)
+            Image.new('RGB', (8, 8)).save(tmp_path / 'mine' / split / name / '0.png')
+    code, out, err = cli(*argv, '--dataset', '', '--data-dir', tmp_path / 'mine', '--num-classes', '2', '-b', '2',
+                         '--dry-run')
     assert code == 0 and f"[pkmixer] dataset: an image folder, {tmp_path / 'mine'} (sub-folders train/ and " \
                          f'validation/, one folder per class)' in out.splitlines()

@@ -7,6 +7,7 @@ timm's train.py is not in the wheel, so these tests run the launcher against the
 (``tests/mini_train_py.py``), which trains for real or, with ``--out DIR``, records what it was given.
 Set ``TIMM_TRAIN_PY`` to a real train.py to also check every ImageNet recipe and the fine-tuning recipe against it.
 """
+import io
 import json
 import os
 import subprocess
@@ -51,20 +52,47 @@ EXPANDED_CONFIG = {
                        'std': [0.5, 0.5, 0.5], 'num_classes': 10, 'pool_size': None, 'first_conv': 'stem.proj',
                        'classifier': 'head', 'license': 'apache-2.0'},
 }
-# what the recording stand-in's recipes add: train.py's data, device and loader keys (it reads no data; a CPU
-# device and no loader workers, so that `pkmixer train` adds no --device or --workers to what it hands on)
+# what the recording stand-in's recipes add: train.py's data, device and loader keys (it reads no data, and `pkmixer
+# train` checks them: an image folder of the model's classes; a CPU device and no loader workers, so that `pkmixer
+# train` adds no --device or --workers to what it hands on)
 STAND_IN_KEYS = 'data_dir: {data}\ndevice: cpu\nworkers: 0\n'
 # the packaged fine-tuning recipe's shape: another model's name and its 448 px input size
 FINETUNE_RECIPE = ('model: local-dir:pk_mixer_b16_448\npretrained: true\nnum_classes: 10\nimg_size: 448\n'
                    'crop_pct: 0.875\n')
 
 
+def image_folder(root, classes: int, train: int, validation: int = 1):
+    """An image folder of `classes` classes (c0000, …) with `train` and `validation` 8×8 images each: what `pkmixer
+    train` checks a recipe's data for (the model's classes, a training batch) before it starts train.py."""
+    png = io.BytesIO()
+    Image.new('RGB', (8, 8)).save(png, 'PNG')
+    for split, count in (('train', train), ('validation', validation)):
+        for c in range(classes):
+            (root / split / f'c{c:04d}').mkdir(parents=True)
+            for i in range(count):
+                (root / split / f'c{c:04d}' / f'{i}.png').write_bytes(png.getvalue())
+    return root
+
+
+@pytest.fixture(scope='module')
+def thousand_classes(tmp_path_factory):
+    """ImageNet's shape for the recipes of rp_mixer_b_w (1000 classes): 2000 training images, a step of 128 images in
+    each of 8 processes."""
+    return image_folder(tmp_path_factory.mktemp('thousand_classes'), 1000, 2)
+
+
+@pytest.fixture(scope='module')
+def ten_classes(tmp_path_factory):
+    """The recipes of the small S-Mixer (10 classes): 130 training images, a batch of train.py's default 128."""
+    return image_folder(tmp_path_factory.mktemp('ten_classes'), 10, 13)
+
+
 @pytest.fixture
-def stub(tmp_path):
+def stub(tmp_path, thousand_classes):
     train_py = tmp_path / 'train.py'
     train_py.write_text(STUB_TRAIN_PY)
     recipe = tmp_path / 'recipe.yaml'
-    recipe.write_text(RECIPE + STAND_IN_KEYS.format(data=tmp_path))
+    recipe.write_text(RECIPE + STAND_IN_KEYS.format(data=thousand_classes))
     out = tmp_path / 'out'
     out.mkdir()
     return train_py, recipe, out
@@ -78,12 +106,13 @@ def pkmixer(*args, env_extra=None, module=('-m', 'timm_pkmixer')) -> subprocess.
 
 
 @pytest.fixture
-def files(files):
-    """The working folder (conftest) with the stand-in train.py, a recipe, a fine-tuning recipe for another model,
-    an expanded model's config.json, an out/ folder and two files that are not train.py."""
+def files(files, ten_classes):
+    """The working folder (conftest) with the stand-in train.py, a recipe, a fine-tuning recipe for another model
+    (both on an image folder of 10 classes), an expanded model's config.json, an out/ folder and two files that are
+    not train.py."""
     (files / 'train.py').write_text(STUB_TRAIN_PY)
-    (files / 'recipe.yaml').write_text(SMALL_RECIPE + STAND_IN_KEYS.format(data=files))
-    (files / 'finetune.yaml').write_text(FINETUNE_RECIPE + STAND_IN_KEYS.format(data=files))
+    (files / 'recipe.yaml').write_text(SMALL_RECIPE + STAND_IN_KEYS.format(data=ten_classes))
+    (files / 'finetune.yaml').write_text(FINETUNE_RECIPE + STAND_IN_KEYS.format(data=ten_classes))
     (files / 'expanded').mkdir()
     (files / 'expanded' / 'config.json').write_text(json.dumps(EXPANDED_CONFIG))
     (files / 'out').mkdir()
@@ -181,23 +210,23 @@ def test_list_train_args_writes_the_data_file_format(stub, cli):
 
 
 @pytest.mark.skipif(not os.environ.get('TIMM_TRAIN_PY'), reason='set TIMM_TRAIN_PY to a real timm train.py')
-def test_imagenet_recipes_against_the_real_train_py():
+def test_imagenet_recipes_against_the_real_train_py(thousand_classes):
     for recipe in sorted((ROOT / 'train_recipes' / 'imagenet').glob('*.yaml')):
-        proc = pkmixer('train', '--dry-run', recipe, env_extra={'TIMM_TRAIN_PY': os.environ['TIMM_TRAIN_PY'],
-                                                                'WORLD_SIZE': '8'})
+        proc = pkmixer('train', '--dry-run', recipe, '--data-dir', thousand_classes,
+                       env_extra={'TIMM_TRAIN_PY': os.environ['TIMM_TRAIN_PY'], 'WORLD_SIZE': '8'})
         assert proc.returncode == 0, proc.stderr
         assert 'global batch 4096 = 128 per process × 8 processes × 4 accumulation steps; lr 0.001 ' in proc.stdout
 
 
 # ---------------------------------------------------------------------------- pkmixer train's options and train.py's
 
-def test_e_train_options_before_or_after_the_recipe(tmp_path, cli, launch_env):
+def test_e_train_options_before_or_after_the_recipe(tmp_path, cli, launch_env, thousand_classes):
     """The same plan wherever `pkmixer train`'s own options stand. The plan prints the load average (the thread
     count follows it): both runs see the same one, so the comparison does not depend on the machine's load."""
     launch_env.delenv('OMP_NUM_THREADS', raising=False)
     launch_env.setattr(os, 'getloadavg', lambda: (1.5, 1.5, 1.5))
     (tmp_path / 'train.py').write_text(STUB_TRAIN_PY)
-    (tmp_path / 'r.yaml').write_text(RECIPE)
+    (tmp_path / 'r.yaml').write_text(RECIPE + f'data_dir: {thousand_classes}\n')
     before = cli('train', '--dry-run', '--train-py', tmp_path / 'train.py', tmp_path / 'r.yaml', '-b', '16')
     after = cli('train', tmp_path / 'r.yaml', '-b', '16', '--dry-run', f'--train-py={tmp_path / "train.py"}')
     assert before[0] == after[0] == 0, (before[2], after[2])
@@ -281,7 +310,8 @@ def test_dry_run_says_it_is_one_and_counts_in_the_singular(files, cli):
     code, out, _ = train(cli, 'recipe.yaml', '--dry-run')
     assert code == 0
     assert 'global batch 32 = 32 per process × 1 process × 1 accumulation step; lr 0.0125' in out
-    assert out.splitlines()[-1] == '[pkmixer] dry run: the plan above was checked; train.py was not started'
+    assert out.splitlines()[-1] == ('[pkmixer] dry run: the plan above was checked (train.py, the model, the data); '
+                                    'train.py was not started')
     assert not (files / 'out' / 'record.json').exists()
 
 

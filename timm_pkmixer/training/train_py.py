@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
-from ..data.datasets import DataSource, data_source
+from ..data.datasets import DataNeeds, DataSource, check_data, data_source
 from ..errors import ArgumentValueError, InvalidArgumentError, UserInputError
 from ..sweeps.recipes import (
     BatchAndLr,
@@ -35,16 +35,21 @@ from .env import env_int
 
 __all__ = ['TRAIN_PY_ENV', 'TrainArgumentError', 'TrainPyError', 'find_train_py', 'missing_train_py_message',
            'load_train_py', 'train_py_arguments', 'format_train_args', 'LaunchArgumentError', 'ModelInfo', 'TrainPlan',
-           'prepare_train', 'run_folder', 'run_train']
+           'prepare_train', 'run_folder', 'run_train', 'TrainPlanError', 'known_train_py', 'check_fetched_data']
 
 TRAIN_PY_ENV = 'TIMM_TRAIN_PY'
 _logger = logging.getLogger(__name__)
 
 
 def missing_train_py_message(how: str = 'pass its path as train_py') -> str:
-    """How to get timm's train.py; `how` says how to hand it over (the command line names its flag)."""
-    import timm
-    v = timm.__version__
+    """How to get timm's train.py; `how` says how to hand it over (the command line names its flag). timm's version
+    is read from its installed metadata: importing timm imports torch, seconds before a refusal."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        v = version('timm')
+    except PackageNotFoundError:  # timm importable without being installed (a checkout on the path)
+        import timm
+        v = timm.__version__
     return (
         "timm's train.py is not part of the timm wheel. Get the one of your timm version (" + v + "), e.g.\n"
         f"  curl -LO https://raw.githubusercontent.com/huggingface/pytorch-image-models/v{v}/train.py\n"
@@ -94,6 +99,10 @@ def load_train_py(path: Path) -> ModuleType:
         spec.loader.exec_module(module)
     except SyntaxError as e:
         raise TrainPyError(f"{path} is not timm's train.py (not Python: {e.msg}, line {e.lineno})") from None
+    except ImportError as e:  # the train.py of another timm version asks for names this timm lacks
+        import timm
+        raise TrainPyError(f'{path} does not import with the installed timm {timm.__version__} ({type(e).__name__}: '
+                           f'{e}): it is the train.py of another timm version') from None
     finally:
         sys.path.remove(str(path.parent))
     missing = [n for n in _TRAIN_PY_NAMES if not hasattr(module, n)]
@@ -188,6 +197,8 @@ class ModelInfo:
     input_size: Tuple[int, ...]     # (C, H, W) the model's own config expects
     fixed_input_size: bool          # True: it takes no other size (Mixers: the token count is fixed)
     seeded_args: Tuple[str, ...] = ()  # its model arguments that follow train.py's --seed when not given (mask_seed)
+    num_classes: Optional[int] = None  # its outputs
+    pretrained_cfg: Dict[str, Any] = field(default_factory=dict)  # its config's mean, std, … (train.py's data config)
 
 
 def _model_info(args: argparse.Namespace) -> ModelInfo:
@@ -229,7 +240,8 @@ def _model_info(args: argparse.Namespace) -> ModelInfo:
     if size is not None:
         input_size = (input_size[0], *size)
     seeded = tuple(k for k in SEEDED_MODEL_ARGS if k in (getattr(model, 'model_args', None) or {}))
-    return ModelInfo(name, kwargs, geometry, params, input_size, bool(cfg.get('fixed_input_size')), seeded)
+    return ModelInfo(name, kwargs, geometry, params, input_size, bool(cfg.get('fixed_input_size')), seeded,
+                     getattr(model, 'num_classes', None), dict(cfg))
 
 
 # model arguments that follow train.py's --seed unless given: an SW-MLP's masks differ from seed to seed, as its
@@ -267,13 +279,19 @@ def _literal(text: str) -> Any:
 
 def _data_input_size(args: argparse.Namespace, model: ModelInfo) -> Tuple[int, ...]:
     """The input size train.py will feed: its ``resolve_data_config`` of these arguments for this model."""
+    return tuple(_data_config(args, model)['input_size'])
+
+
+def _data_config(args: argparse.Namespace, model: ModelInfo) -> Dict[str, Any]:
+    """train.py's ``resolve_data_config`` of these arguments for this model (input size, interpolation, crop), with the
+    model's own mean and std (the given ones are checked by :func:`_check_normalisation`: timm asserts on them)."""
     from timm.data import resolve_data_config
-    cfg = resolve_data_config(vars(args), pretrained_cfg={'input_size': model.input_size})
-    return tuple(cfg['input_size'])
+    return resolve_data_config({**vars(args), 'mean': None, 'std': None},
+                               pretrained_cfg={**model.pretrained_cfg, 'input_size': model.input_size})
 
 
 def _fmt_size(size: Sequence[int]) -> str:
-    return f'{size[1]}×{size[2]} px, {size[0]} channels'
+    return f'{size[1]}×{size[2]} px, {size[0]} channel{"s" if size[0] != 1 else ""}'
 
 
 @dataclass
@@ -291,20 +309,24 @@ class TrainPlan:
     threads_why: str = ''
     machine: List[str] = field(default_factory=list)  # what was chosen for this machine (device, workers), and why
     data: Optional[DataSource] = None  # where train.py reads the data (None: this train.py takes no --data-dir)
+    train_py: str = ''          # which train.py this is (:func:`known_train_py`)
+    data_found: List[str] = field(default_factory=list)  # what the data hold (checked: `prepare_train(check=True)`)
 
     def describe(self) -> List[str]:
-        """The plan: the model and its input size, the global batch and learning rate, the threads."""
+        """The plan: train.py, the model and its input size, the global batch and learning rate, the data, the
+        threads."""
         args, plan, m = self.args, self.batch, self.model
         processes = f'{self.world_size} process{"es" if self.world_size != 1 else ""}'
         steps = f'{plan.grad_accum_steps} accumulation step{"s" if plan.grad_accum_steps != 1 else ""}'
-        lines = [f'[pkmixer] model {m.name} {m.kwargs or ""}: {m.geometry} params={m.params / 1e6:.2f}M',
+        lines = [f'[pkmixer] {self.train_py}'] if self.train_py else []
+        lines += [f'[pkmixer] model {m.name} {m.kwargs or ""}: {m.geometry} params={m.params / 1e6:.2f}M',
                  f'[pkmixer] input {_fmt_size(self.input_size)} ({self.input_size_from})',
                  f'[pkmixer] global batch {plan.global_batch} = {plan.per_device_batch} per process × '
                  f'{processes} × {steps}; lr {plan.lr:.6g} ({plan.rule}); {args.opt}, {args.sched} schedule, '
                  f'{args.epochs} epochs']
         if self.data is not None:
             lines.append(f'[pkmixer] {self.data.describe()}')
-        lines += [f'[pkmixer] {line}' for line in self.machine]
+        lines += [f'[pkmixer] {line}' for line in self.data_found + self.machine]
         if self.threads is not None:
             lines.append(f'[pkmixer] {self.threads} CPU thread{"s" if self.threads != 1 else ""} per process '
                          f'({self.threads_why})')
@@ -407,18 +429,159 @@ def _fit_the_machine(args: argparse.Namespace, options: Dict[str, List[str]], se
     return extra, notes
 
 
+class TrainPlanError(UserInputError, ValueError):
+    """More than one reason the run would fail, each named (`problems`: the errors, in the order found); a single
+    one is raised as itself."""
+
+    def __init__(self, problems: Sequence[BaseException]):
+        self.problems = tuple(problems)
+        super().__init__(f'the run would fail, for {len(self.problems)} reasons:\n'
+                         + '\n'.join(f'- {problem_text(p)}' for p in self.problems))
+
+
+def problem_text(error: BaseException) -> str:
+    """An error's message as the command line says it (a file error by its reason and file)."""
+    if isinstance(error, OSError) and error.filename:
+        return f'{error.strerror}: {error.filename}'
+    return str(error)
+
+
+class _Problems:
+    """The refusals of the checks run so far, kept so that every one is named, not only the first."""
+
+    def __init__(self):
+        self.errors: List[BaseException] = []
+
+    def attempt(self, check: Any, *args: Any) -> Tuple[bool, Any]:
+        """(True, check(*args)), or (False, None) with its refusal kept."""
+        try:
+            return True, check(*args)
+        except (UserInputError, FileNotFoundError) as e:
+            self.errors.append(e)
+            return False, None
+
+    def add(self, error: BaseException) -> None:
+        self.errors.append(error)
+
+    def raise_them(self) -> None:
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise TrainPlanError(self.errors)
+
+
+class DataProblemError(InvalidArgumentError):
+    """The run's data are not what the run needs (:func:`~timm_pkmixer.data.datasets.check_data`'s problems)."""
+
+
+def _check_global_batch(args: argparse.Namespace, global_batch: int, world_size: int, batch_ok: bool) -> List[str]:
+    """train.py's arguments for `global_batch` (``--grad-accum-steps``), refused unless a positive multiple of
+    batch_size × processes."""
+    try:
+        positive_int('global_batch', global_batch)
+    except UserInputError:
+        raise LaunchArgumentError('global_batch', f'must be a positive integer, got {global_batch!r}') from None
+    if not batch_ok:
+        return []
+    per_step = args.batch_size * world_size
+    if global_batch % per_step:
+        raise LaunchArgumentError('global_batch', f'{global_batch} is not a multiple of batch_size '
+                                  f'{args.batch_size} × {world_size} process{"es" if world_size != 1 else ""} = '
+                                  f'{per_step}')
+    return ['--grad-accum-steps', str(global_batch // per_step)]
+
+
+def _size_for_model(args: argparse.Namespace, options: Dict[str, List[str]], cfg: Dict[str, Any], given: Set[str],
+                    model: ModelInfo) -> Tuple[List[str], str]:
+    """(train.py's arguments that give another model than the recipe's its own input size, where the input size
+    comes from): the recipe's size belongs to the recipe's model."""
+    size_keys = [k for k in ('input_size', 'img_size') if k in options]
+    other_model = 'model' in given and args.model != cfg.get('model')
+    if other_model and not any(k in given for k in size_keys) and any(cfg.get(k) for k in size_keys):
+        c, h, w = model.input_size
+        square = h == w and 'img_size' in options
+        extra = [options['img_size'][-1], str(h)] if square else [options['input_size'][-1], str(c), str(h), str(w)]
+        return extra, f"the model's config; the recipe's {next(k for k in size_keys if cfg.get(k))} is for its own " \
+                      f'model'
+    if any(k in given for k in size_keys):
+        return [], 'given'
+    return [], 'from the recipe' if any(cfg.get(k) for k in size_keys) else "the model's config"
+
+
+def _fitting_input_size(args: argparse.Namespace, options: Dict[str, List[str]], model: ModelInfo, source: str
+                        ) -> Tuple[int, ...]:
+    """The input size train.py will feed; refused where a fixed-size model does not take it."""
+    input_size = _data_input_size(args, model)
+    if model.fixed_input_size and tuple(input_size[1:]) != tuple(model.input_size[1:]):
+        size_keys = [k for k in ('input_size', 'img_size') if k in options]
+        key = next((k for k in size_keys if getattr(args, k, None) is not None), 'img_size')
+        value = getattr(args, key)
+        shown = ' '.join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+        (h, w), (mh, mw) = input_size[1:], model.input_size[1:]
+        factor = h // mh if h % mh == 0 and w % mw == 0 and h // mh == w // mw > 1 else None
+        expand = f', or expand the model {factor}× first (`pkmixer expand`)' if factor else ''
+        raise LaunchArgumentError(
+            key, f'{shown} ({source}) does not fit model {model.name}: it is built for {mh}×{mw} px and takes no '
+                 f'other input size. Leave the size to the model{expand}', options.get(key, ()))
+    return input_size
+
+
+def _in_chans(args: argparse.Namespace) -> Tuple[int, str]:
+    """The input channels train.py builds the model with (its ``in_chans``: --in-chans, else --input-size's first,
+    else 3), and where they come from."""
+    if getattr(args, 'in_chans', None):
+        return args.in_chans, f'in_chans {args.in_chans}'
+    if getattr(args, 'input_size', None):
+        return args.input_size[0], f'input_size {" ".join(map(str, args.input_size))}'
+    return 3, "train.py's default in_chans"
+
+
+def _check_normalisation(args: argparse.Namespace, options: Dict[str, List[str]], model: ModelInfo, channels: int,
+                         key: str) -> None:
+    """train.py normalises each of the `channels` by `key` (``mean`` or ``std``, given or the model's): one value, or
+    one per channel (timm repeats a single given value; a given list of another length fails its assertion, the
+    model's fails the first batch)."""
+    given = getattr(args, key, None)
+    values = tuple(given if given is not None else _data_config(args, model).get(key) or ())
+    if len(values) not in (1, channels):
+        given = 'given' if given is not None else "the model's config"
+        raise LaunchArgumentError(key, f'has {len(values)} values ({given}) for {channels} input channel'
+                                  f'{"s" if channels != 1 else ""}: train.py would stop at its first batch; '
+                                  f'give one value, or one per channel', options.get(key, ()))
+
+
+def _data_needs(args: argparse.Namespace, model: Optional[ModelInfo], input_size: Tuple[int, ...],
+                world_size: int, batch_ok: bool) -> DataNeeds:
+    """What this run asks of its data (:class:`~timm_pkmixer.data.datasets.DataNeeds`)."""
+    channels, channels_from = _in_chans(args)
+    if getattr(args, 'num_classes', None) is not None:
+        classes, classes_from = args.num_classes, f'num_classes {args.num_classes}'
+    elif model is not None and model.num_classes is not None:
+        classes, classes_from = model.num_classes, "the model's default; no num_classes given"
+    else:
+        classes, classes_from = None, ''
+    return DataNeeds(channels, channels_from, classes, classes_from, args.batch_size if batch_ok else None,
+                     world_size, tuple(input_size), getattr(args, 'input_img_mode', None),
+                     getattr(args, 'class_map', '') or '')
+
+
 def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = None,
-                  global_batch: Optional[int] = None, threads: Optional[int] = None) -> TrainPlan:
+                  global_batch: Optional[int] = None, threads: Optional[int] = None, check: bool = False
+                  ) -> TrainPlan:
     """Import train.py, check the recipe's keys against its parser, build the model on the meta device and
     resolve the plan: everything the real run would refuse before training is refused here.
 
     `recipe` is a file or the name of a packaged recipe (``imagenet/rp_mixer_b_w``). When `train_args` name
     another model than the recipe's and no input size (``img_size``, ``input_size``), the input size is the
     model's own (its config), not the recipe's. `threads`: CPU threads per process (default: `choose_threads`).
+    `check`: also check what the run will meet: its data (:func:`~timm_pkmixer.data.datasets.check_data`: there,
+    of the model's channels and classes, a training batch, the splits where timm will read them) and the
+    normalisation's values per channel (what ``pkmixer train`` does before a dry run or a run).
 
     Raises FileNotFoundError for a missing train.py or recipe, and a UserInputError for a file that is not
-    train.py, an unknown recipe key or model, a batch size or `global_batch` that is not possible, or an input
-    size the model does not take.
+    train.py, an unknown recipe key or model, a batch size or `global_batch` that is not possible, an input size
+    the model does not take, or (`check`) data the run cannot train on as meant. Once train.py has parsed its
+    arguments every problem is looked for: more than one is raised as a :class:`TrainPlanError` naming each.
     """
     import timm_pkmixer  # noqa: F401  (registers the models even with TIMM_PKMIXER_AUTOLOAD=0)
 
@@ -433,62 +596,97 @@ def prepare_train(recipe: str, train_args: List[str], train_py: Optional[str] = 
     _check_rank(world_size)
     argv = [str(path), '--config', str(recipe), *train_args]
     args = _resolve(module, argv)
-    for dest in ('batch_size', 'grad_accum_steps'):
-        _positive(args, dest, options)
-    _check_device_and_workers(args, options)
+    problems = _Problems()
+    batch_ok = all([problems.attempt(_positive, args, dest, options)[0] for dest in ('batch_size', 'grad_accum_steps')])
+    problems.attempt(_check_device_and_workers, args, options)
     if global_batch is not None:
-        try:
-            positive_int('global_batch', global_batch)
-        except UserInputError:
-            raise LaunchArgumentError('global_batch', f'must be a positive integer, got {global_batch!r}') from None
-        per_step = args.batch_size * world_size
-        if global_batch % per_step:
-            raise LaunchArgumentError('global_batch', f'{global_batch} is not a multiple of batch_size '
-                                      f'{args.batch_size} × {world_size} process{"es" if world_size != 1 else ""} = '
-                                      f'{per_step}')
-        argv += ['--grad-accum-steps', str(global_batch // per_step)]
-        args = _resolve(module, argv)
-
+        ok, extra = problems.attempt(_check_global_batch, args, global_batch, world_size, batch_ok)
+        if extra:
+            argv += extra
+            args = _resolve(module, argv)
     given = _given(module, train_args)
-    extra, machine = _fit_the_machine(args, options, set(cfg) | given)
+    ok, fitted = problems.attempt(_fit_the_machine, args, options, set(cfg) | given)
+    extra, machine = fitted if ok else ([], [])
     if extra:
         argv += extra
         args = _resolve(module, argv)
-    model = _model_info(args)
-    extra, seeded = _follow_the_seed(args, options, model)
-    if extra:
-        argv += extra
-        args = _resolve(module, argv)
-        model, machine = _model_info(args), machine + seeded
-    size_keys = [k for k in ('input_size', 'img_size') if k in options]
-    other_model = 'model' in given and args.model != cfg.get('model')
-    if other_model and not any(k in given for k in size_keys) and any(cfg.get(k) for k in size_keys):
-        # the recipe's size belongs to the recipe's model: take this model's own
-        c, h, w = model.input_size
-        square = h == w and 'img_size' in options
-        argv += [options['img_size'][-1], str(h)] if square else [options['input_size'][-1], str(c), str(h), str(w)]
-        args = _resolve(module, argv)
-        source = f"the model's config; the recipe's {next(k for k in size_keys if cfg.get(k))} is for its own model"
-    elif any(k in given for k in size_keys):
-        source = 'given'
-    elif any(cfg.get(k) for k in size_keys):
-        source = 'from the recipe'
-    else:
-        source = "the model's config"
-    input_size = _data_input_size(args, model)
-    if model.fixed_input_size and tuple(input_size[1:]) != tuple(model.input_size[1:]):
-        key = next((k for k in size_keys if getattr(args, k, None) is not None), 'img_size')
-        value = getattr(args, key)
-        shown = ' '.join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
-        (h, w), (mh, mw) = input_size[1:], model.input_size[1:]
-        factor = h // mh if h % mh == 0 and w % mw == 0 and h // mh == w // mw > 1 else None
-        expand = f', or expand the model {factor}× first (`pkmixer expand`)' if factor else ''
-        raise LaunchArgumentError(
-            key, f'{shown} ({source}) does not fit model {model.name}: it is built for {mh}×{mw} px and takes no '
-                 f'other input size. Leave the size to the model{expand}', options.get(key, ()))
-    n_threads, why = choose_threads(threads)
+    ok, model = problems.attempt(_model_info, args)
+    input_size, source = (), ''
+    if model is not None:
+        ok, seeded = problems.attempt(_follow_the_seed, args, options, model)
+        if ok and seeded[0]:
+            argv += seeded[0]
+            args = _resolve(module, argv)
+            model, machine = _model_info(args), machine + seeded[1]
+        extra, source = _size_for_model(args, options, cfg, given, model)
+        if extra:
+            argv += extra
+            args = _resolve(module, argv)
+        input_size = problems.attempt(_fitting_input_size, args, options, model, source)[1] or ()
+    data = _data_source(args, options)
+    found: List[str] = []
+    if check:
+        for key in ('mean', 'std') if model is not None else ():
+            problems.attempt(_check_normalisation, args, options, model, _in_chans(args)[0], key)
+        if data is not None:
+            result = check_data(data, _data_needs(args, model, input_size, world_size, batch_ok))
+            for problem in result.problems:
+                problems.add(DataProblemError(problem))
+            found = list(result.found)
+    ok, chosen = problems.attempt(choose_threads, threads)
+    problems.raise_them()
+    n_threads, why = chosen
     return TrainPlan(module, argv, args, resolve_batch_and_lr(vars(args), world_size), world_size, model,
-                     input_size, source, n_threads, why, machine, _data_source(args, options))
+                     input_size, source, n_threads, why, machine, data, known_train_py(path, options), found)
+
+
+def check_fetched_data(plan: TrainPlan) -> None:
+    """After a download (:func:`~timm_pkmixer.data.datasets.fetch_data`), the data checked as the plan checked the
+    data that were there: refused (every problem named) before train.py starts."""
+    if plan.data is None or plan.data.present:
+        return
+    source = data_source(plan.data.name, plan.data.root, plan.data.download, plan.data.splits)
+    result = check_data(source, _data_needs(plan.args, plan.model, plan.input_size, plan.world_size, True))
+    problems = _Problems()
+    for problem in result.problems:
+        problems.add(DataProblemError(problem))
+    problems.raise_them()
+    plan.data, plan.data_found = source, list(result.found)
+
+
+def _args_file_header() -> Tuple[Optional[str], Optional[str], Set[str]]:
+    """(the sha256 prefix, the timm version, the argument names) of the train.py that
+    ``train_recipes/train_py_args.txt`` was written from: the one the packaged recipes are checked against."""
+    import re
+
+    from ..state_files import read_text
+    from ..sweeps.recipes import recipe_root
+    try:
+        text = read_text(recipe_root() / 'train_py_args.txt', OSError) or ''
+    except OSError:
+        return None, None, set()
+    found = re.search(r'train\.py sha256 ([0-9a-f]+)…; timm ([^)\s]+)\)', text)
+    names = {line.split(':', 1)[0] for line in text.splitlines() if line and not line.startswith('#')}
+    return (found.group(1), found.group(2), names) if found else (None, None, names)
+
+
+def known_train_py(path: Path, options: Dict[str, List[str]]) -> str:
+    """A line saying which train.py `path` is: the one the packaged recipes were checked against
+    (``train_recipes/train_py_args.txt``: timm's train.py of the version written there, by its sha256), or another
+    (the recipe's keys are all its arguments: checked before), with the arguments of the known one it lacks."""
+    import hashlib
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    known, version, names = _args_file_header()
+    if known is None:
+        return f'train.py: {path} (sha256 {digest[:16]}…)'
+    if digest.startswith(known):
+        return (f"train.py: {path} (sha256 {digest[:16]}…): timm {version}'s, the one the packaged recipes were "
+                f'checked against')
+    lacks = sorted(names - set(options))
+    missing = f'; it lacks {len(lacks)} of its arguments ({", ".join(lacks[:3])}{", …" if len(lacks) > 3 else ""})' \
+        if lacks else ''
+    return (f"train.py: {path} (sha256 {digest[:16]}…): not timm {version}'s, the train.py the packaged recipes were "
+            f'checked against (sha256 {known}…){missing}; this recipe\'s keys are all its arguments')
 
 
 def _data_source(args: argparse.Namespace, options: Dict[str, List[str]]) -> Optional[DataSource]:
