@@ -97,13 +97,12 @@ def committed_runs(experiment: Path) -> List[Run]:
     return runs
 
 
-def _writable(path: Path) -> Path:
-    """`path`, where the script writes a file: something else there (a folder, a FIFO) is an
-    :class:`InvalidArgumentError` before anything runs."""
+def _check_writable(path: Path) -> None:
+    """Where the script writes the file `path`, something else (a folder, a FIFO) is an
+    :class:`InvalidArgumentError`, before anything runs."""
     if os.path.lexists(path) and not path.is_file():
         raise InvalidArgumentError(f'{path} is in the way: not a file, where the rerun writes one (remove it, or give '
                                    f'another --work-dir)')
-    return path
 
 
 def arms(committed: Sequence[Run]) -> List[List[Run]]:
@@ -240,7 +239,7 @@ def rerun(experiment: Path, seed: int, data_dir: Path, train_py: str, work_dir: 
         raise InvalidArgumentError(f'no committed run of seed {seed} in {experiment / "epochs.csv"}'
                                    + (f' matched by --arms {" ".join(only)}' if only else ''))
     for path in [work_dir / 'rerun.csv'] + [a / f for _, _, a, r in chosen for f in ('launch.out', f'{r.name}.yaml')]:
-        _writable(path)
+        _check_writable(path)
     for run, _, arm_dir, run_dir in chosen:
         arm_dir.mkdir(parents=True, exist_ok=True)
         text = yaml.safe_dump(recipe(run, data_dir), sort_keys=True)

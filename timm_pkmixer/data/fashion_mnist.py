@@ -14,8 +14,9 @@ Whatever the source, every file is checked before it is used: the IDX header (ma
 labels in 0..9 and the balanced class counts of the upstream set (6000 per class in train, 1000 in test). A file
 that fails is named with what is wrong. Only regular files are read (a FIFO, a device or a symlink loop in a file's
 place is named, never opened to read: :func:`~timm_pkmixer.state_files.open_regular`), and no more of one, plain or
-decompressed, than its IDX header declares and one byte (a gzip bomb is refused there). Files already prepared are kept, never overwritten: a folder holding all
-four is checked and left as it is; one that holds a bad file is refused, naming it.
+decompressed, than its IDX header declares and one byte (a gzip bomb is refused there). Files already prepared are
+kept, never overwritten: a folder holding all four is checked and left as it is; one that holds a bad file is
+refused, naming it.
 """
 import contextlib
 import gzip
