@@ -103,13 +103,13 @@ def read_text(path: PathLike, problem: Problem, limit: Optional[int] = None) -> 
     fd = open_regular(path, os.O_RDONLY, problem)
     if fd is None:
         return None
-    kind = f'the limit of {size_limit(path)[1]}' if limit is None else 'the limit'
-    limit = size_limit(path)[0] if limit is None else limit
+    limit, whose = size_limit(path) if limit is None else (limit, '')
     with os.fdopen(fd, 'rb') as f:
         size = os.fstat(f.fileno()).st_size
         data = b'' if size > limit else f.read(limit + 1)  # /proc's files say 0 bytes: read, but no further
     if size > limit or len(data) > limit:
-        raise problem(f'{_bytes(size) + ", " if size > limit else ""}larger than {_bytes(limit)}, {kind}')
+        raise problem(f'{_bytes(size) + ", " if size > limit else ""}larger than {_bytes(limit)}, the limit'
+                      + (f' of {whose}' if whose else ''))
     try:
         text = data.decode('utf-8')
     except UnicodeDecodeError:
