@@ -144,9 +144,9 @@ def test_e_cli_user_errors(files, cli, argv, message):
 
 
 @pytest.mark.parametrize('argv,message', [
-    (['models', '--bogus'], 'pkmixer: error: unrecognized arguments: --bogus'),
-    (['width', '--omega', '100', 'extra'], 'pkmixer: error: unrecognized arguments: extra'),
-    (['recipes', 'a', 'b'], 'pkmixer: error: unrecognized arguments: b'),
+    (['models', '--bogus'], 'pkmixer models: error: unrecognized arguments: --bogus'),
+    (['width', '--omega', '100', 'extra'], 'pkmixer width: error: unrecognized arguments: extra'),
+    (['recipes', 'a', 'b'], 'pkmixer recipes: error: unrecognized arguments: b'),
 ])
 def test_other_commands_still_refuse_unknown_arguments(cli, argv, message):
     code, _, err = cli(*argv)

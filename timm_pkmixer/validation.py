@@ -5,17 +5,29 @@ Each check returns the value (converted to its canonical type) or raises an erro
 needed, a string where a number is), :class:`~timm_pkmixer.errors.InvalidArgumentError` for a wrong value
 (out of range, not finite, not one of the choices). ``bool`` is never accepted as a number, and floats are
 never silently truncated to integers: ``perm_seed=1.5`` is refused, not read as seed 1.
+
+A model name is checked against the architectures the package registers, known without importing torch or timm
+(:func:`registered_models`: the ``@register_model`` functions of ``models/*.py``, read from their source): the
+commands refuse a name of one of the package's families that is not registered, with the closest registered
+names, before anything heavy is imported (:func:`unknown_model`). The registry stays the list of models
+(``catalog.list_pkmixer_models()``): ``tests/test_cli_refusals.py`` holds these names equal to it, and the families
+(a name's first word: ``rp`` of ``rp_mixer_b_w``) to no other timm model's.
 """
 import argparse
+import ast
+import difflib
+import functools
 import math
 import numbers
-from typing import Any, Callable, Optional, Sequence, Tuple, TypeVar
+from pathlib import Path
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
 from .errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = [
     'integer', 'positive_int', 'non_negative_int', 'real', 'positive_real', 'non_negative_real', 'probability', 'rate',
-    'boolean', 'choice', 'int_pair', 'real_pair', 'optional', 'cli_type',
+    'boolean', 'choice', 'int_pair', 'real_pair', 'optional', 'cli_type', 'registered_models', 'model_families',
+    'closest_models', 'unknown_model',
 ]
 
 T = TypeVar('T')
@@ -142,3 +154,53 @@ def cli_type(check: Callable[[str, Any], T], parse: Callable[[str], Any] = int,
             raise argparse.ArgumentTypeError(str(e)) from None
     convert.__name__ = check.__name__  # argparse names the type in some messages
     return convert
+
+
+# ------------------------------------------------------------------------ model names, without torch
+
+_MODEL_FILES = Path(__file__).resolve().parent / 'models'
+
+
+def _registers(node: ast.stmt) -> bool:
+    """Whether `node` is a function decorated with timm's ``register_model`` (by name or as an attribute)."""
+    return isinstance(node, ast.FunctionDef) and any(
+        (d.id if isinstance(d, ast.Name) else d.attr if isinstance(d, ast.Attribute) else '') == 'register_model'
+        for d in node.decorator_list)
+
+
+@functools.lru_cache(maxsize=1)
+def registered_models() -> Tuple[str, ...]:
+    """Every architecture the model files register, sorted (empty where their source is not there to read)."""
+    names: List[str] = []
+    for path in sorted(_MODEL_FILES.glob('*.py')):
+        try:
+            tree = ast.parse(path.read_text(encoding='utf-8'))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            return ()
+        names += [node.name for node in tree.body if _registers(node)]
+    return tuple(sorted(names))
+
+
+def model_families() -> Tuple[str, ...]:
+    """The first words of the registered names (``pk``, ``rp``, ``s``, ``shallow``, ``sw``): a model name that begins
+    with one of them and ``_`` is this package's to know."""
+    return tuple(sorted({name.split('_')[0] for name in registered_models()}))
+
+
+def closest_models(name: str, n: int = 3) -> List[str]:
+    """The registered names closest to `name`, closest first (none when none is close)."""
+    return difflib.get_close_matches(name, registered_models(), n=n, cutoff=0.6)
+
+
+def unknown_model(name: str) -> Optional[str]:
+    """Why `name` (a pretrained tag ``NAME.TAG`` allowed) is not a registered architecture, with the closest
+    registered names, when it is named as one of this package's families (``rp_mixr_b_w``); None when it is
+    registered, or when only timm can tell (a name of no family of ours, ``resnet50``, ``hf-hub:…``; or the model
+    files' source is not there to read)."""
+    arch = name.split('.', 1)[0]
+    if not registered_models() or arch in registered_models() or ':' in name or '_' not in arch or \
+            arch.split('_')[0] not in model_families():
+        return None
+    close = closest_models(arch)
+    hint = f'; did you mean {", ".join(close)}?' if close else ''
+    return f'unknown model {name!r}: not a registered timm-pkmixer model{hint} (see `pkmixer models`)'

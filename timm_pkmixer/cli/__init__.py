@@ -1,7 +1,9 @@
 """The ``pkmixer`` command (also ``python -m timm_pkmixer``): one module per subcommand, on top of the library.
 
 A command whose parser sets a default ``rest`` (``pkmixer train``) gets the arguments it does not know there,
-in order (train.py's); every other command refuses them as argparse does.
+in order (train.py's); every other command refuses them as argparse does, with its own usage and the closest flag
+of its own (``did you mean --json?``). Every command reads its arguments before it imports torch or timm: a refusal
+of them comes at once.
 
 Convention: a user error (bad value, missing file, a checkpoint that does not fit, …) is printed as
 ``pkmixer CMD: error: …`` on stderr and the command exits with status 2, without a traceback; any other
@@ -15,6 +17,7 @@ from typing import List, Optional
 
 from ..errors import UserInputError
 from . import analyze, data, demo, expand, launch, models, push, recipes, report, research, status, sweep, train
+from ._common import CommandParser, unrecognized
 from ._stderr import progress_on_stderr, stderr_or_devnull
 
 __all__ = ['main', 'build_parser', 'USER_ERRORS']
@@ -27,7 +30,7 @@ _COMMANDS = (models, demo, recipes, train, sweep, launch, status, report, data, 
 
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog='pkmixer', description='PK-family Mixers (normal and Random-Permuted MLP-Mixers, S-Mixers, SW-MLP) '
                                     'of "Understanding MLP-Mixer as a Wide and Sparse MLP" for timm.')
     parser.add_argument('--version', action='version', version=f'%(prog)s {__version__}')
@@ -44,7 +47,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         args, rest = parser.parse_known_args(argv)
         if rest and not hasattr(args, 'rest'):  # only a command that hands its unknown arguments on takes them
-            parser.error(f'unrecognized arguments: {" ".join(rest)}')
+            own = args.flags.parser if hasattr(args, 'flags') else parser  # the command's parser: its usage, flags
+            own.error(unrecognized(own, rest))
     except SystemExit as e:  # --help, --version, argparse's own usage errors (exit 2)
         return int(e.code or 0)
     if rest:

@@ -1,21 +1,73 @@
-"""Argument groups shared by several commands, defined once; the helper that registers a command;
-:func:`in_flag_terms`, the one way a library argument's name becomes the command's flag; and :func:`progress`, the
-way a command says a step of its own, through the same logger as the library's progress (:mod:`._stderr`)."""
+"""Argument groups shared by several commands, defined once; the helper that registers a command; the parser every
+command uses (:class:`CommandParser`: a typo'd flag, choice or model name answered with the closest one, before
+torch is imported); :func:`in_flag_terms`, the one way a library argument's name becomes the command's flag; and
+:func:`progress`, the way a command says a step of its own, through the same logger as the library's progress
+(:mod:`._stderr`)."""
 import argparse
 import ast
 import contextlib
+import difflib
 import logging
 import re
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 from ..errors import ArgumentValueError, InvalidArgumentError, UserInputError
-from ..validation import cli_type, positive_int, positive_real
+from ..validation import cli_type, positive_int, positive_real, unknown_model
 
-__all__ = ['ParseKwargs', 'add_command', 'add_model_options', 'add_width_options', 'in_flag_terms', 'progress',
-           'POSITIVE_INT', 'POSITIVE_REAL']
+__all__ = ['CommandParser', 'ParseKwargs', 'add_command', 'add_model_options', 'add_width_options', 'in_flag_terms',
+           'progress', 'unrecognized', 'MODEL_NAME', 'POSITIVE_INT', 'POSITIVE_REAL']
 
 POSITIVE_INT = cli_type(positive_int)
 POSITIVE_REAL = cli_type(positive_real, parse=float)
+
+
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """`` (did you mean X?)`` with the choice closest to `word`, or '' when none is close."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f' (did you mean {close[0]}?)' if close else ''
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse's parser, which also names the closest choice of an invalid one (``invalid choice: 'dpth' (choose
+    from …) (did you mean depth?)``; Python 3.14's ``suggest_on_error``, for every Python). `pkmixer` and every
+    subcommand are of this class (argparse makes a subcommand's parser of its parent's)."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as e:
+            hint = _did_you_mean(str(value), [str(c) for c in action.choices or ()])
+            raise argparse.ArgumentError(action, f'{e.message}{hint}') from None
+
+
+def unrecognized(parser: argparse.ArgumentParser, rest: Sequence[str]) -> str:
+    """argparse's message for the arguments `rest` that `parser` does not know, with the closest flag of `parser` to
+    each flag among them: ``unrecognized arguments: --experimnt depth (did you mean --experiment?)``."""
+    flags = sorted(f for f in parser._option_string_actions if f.startswith('--'))
+    close = {}
+    for arg in rest:
+        flag = arg.split('=', 1)[0]
+        if flag.startswith('-') and flag not in ('-', '--') and flag not in close:
+            match = difflib.get_close_matches(flag, flags, n=1, cutoff=0.6)
+            close.update({flag: match[0]} if match else {})
+    if len(close) > 1:
+        hint = f' (did you mean {", ".join(f"{good} for {typo}" for typo, good in close.items())}?)'
+    else:
+        hint = ''.join(f' (did you mean {good}?)' for good in close.values())
+    return f'unrecognized arguments: {" ".join(rest)}{hint}'
+
+
+def _model_name(text: str) -> str:
+    """A model name, refused at once (before torch is imported) when it is named as one of this package's families
+    but not registered, with the closest registered names (:func:`timm_pkmixer.validation.unknown_model`); any
+    other name is the command's to judge (timm's registry tells a timm model that is not one of ours)."""
+    problem = unknown_model(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+MODEL_NAME = _model_name
 
 
 _logger = logging.getLogger(__name__)
@@ -55,7 +107,8 @@ def add_command(subparsers: argparse._SubParsersAction, name: str, run: Callable
 
 def add_model_options(parser: argparse.ArgumentParser, required: bool = True, help: str = '') -> None:
     """--model NAME and --model-kwargs k=v … (timm's format, as in train.py)."""
-    parser.add_argument('--model', required=required, help=help or 'a registered timm-pkmixer model, e.g. rp_mixer_b_w')
+    parser.add_argument('--model', required=required, type=MODEL_NAME,
+                        help=help or 'a registered timm-pkmixer model, e.g. rp_mixer_b_w')
     parser.add_argument('--model-kwargs', nargs='*', default={}, action=ParseKwargs,
                         help='key=value model arguments, as train.py takes them (e.g. perm_seed=3 num_blocks=4)')
 

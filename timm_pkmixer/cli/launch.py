@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List
 
 from ._common import add_command, in_flag_terms, progress
 
@@ -95,6 +95,7 @@ def _background(args: argparse.Namespace, argv: List[str]) -> int:
     from ..state_files import open_log, read_tail
     log_path = Path(args.dir) / STATE_DIR / 'launcher.log'
     problem = state_file(log_path, "the background launcher's log", 'remove it if no launch of the folder is running')
+    fresh = dict(folder=not log_path.parent.exists(), log=not os.path.lexists(log_path))  # put back if refused
     with open_log(log_path, problem) as log:
         start = log.tell()
         proc = subprocess.Popen([sys.executable, '-m', 'timm_pkmixer', *argv], stdout=log, stderr=subprocess.STDOUT,
@@ -114,6 +115,12 @@ def _background(args: argparse.Namespace, argv: List[str]) -> int:
         if proc.returncode:
             print(lines[-1] if lines else f'{args.prog}: the background launch failed (exit status '
                                           f'{proc.returncode}; log {log_path})', file=sys.stderr)
+            if proc.returncode == 2:  # refused (a bug's traceback stays in the log): the folder as it was
+                with contextlib.suppress(OSError):
+                    if fresh['log']:
+                        log_path.unlink()
+                    if fresh['folder']:
+                        log_path.parent.rmdir()
             return proc.returncode
         for line in [line for line in lines if line.startswith('[pkmixer launch] ') and ' checking ' not in line]:
             print(line)  # it ended at once: nothing to launch
@@ -150,15 +157,19 @@ def probable_launcher_flags(rest: List[str], launcher_flags: List[str]) -> List[
     return out
 
 
-def _launch(args: argparse.Namespace, executor: Any, rest: List[str]) -> Any:
+@contextlib.contextmanager
+def _in_launch_terms(args: argparse.Namespace, rest: List[str]) -> Iterator[None]:
+    """The launch's refusals said in the command's terms: its options as flags (``--train-py``, ``--executor``,
+    ``--new-train-args``), and a train.py refusal of an argument that looks like a misspelt launcher flag with
+    that flag."""
     from ..errors import InvalidArgumentError
     from ..launch.errors import TrainArgsChangedError, TrainArgsRefusedError
-    from ..launch.launcher import launch
+    from ..training.train_py import TrainPyError, missing_train_py_message
     try:
         with in_flag_terms(args, 'executor', *_executor_options()):
-            return launch(Path(args.dir), executor, rest, args.train_py, args.retry_failed,
-                          not args.no_wait or not executor.detached, _print_end, new_train_args=args.new_train_args,
-                          rerun_stale=args.rerun_stale)
+            yield
+    except TrainPyError as e:
+        raise InvalidArgumentError(f'{e.reason}\n{missing_train_py_message("pass --train-py PATH/train.py")}') from None
     except TrainArgsChangedError as e:
         raise InvalidArgumentError(e.explain('--new-train-args')) from None
     except TrainArgsRefusedError as e:
@@ -169,12 +180,24 @@ def _launch(args: argparse.Namespace, executor: Any, rest: List[str]) -> Any:
                                     f'{"; ".join(probable)}? Nothing was recorded or started') from None
 
 
+def _launch(args: argparse.Namespace, executor: Any, rest: List[str]) -> Any:
+    from ..launch.launcher import launch
+    with _in_launch_terms(args, rest):
+        return launch(Path(args.dir), executor, rest, args.train_py, args.retry_failed,
+                      not args.no_wait or not executor.detached, _print_end, new_train_args=args.new_train_args,
+                      rerun_stale=args.rerun_stale)
+
+
 def run(args: argparse.Namespace) -> int:
     executor = _make_executor(args)
     rest = [a for a in args.rest if a != '--']
     if args.no_wait and not executor.detached and not os.environ.get(_BACKGROUND_ENV):
-        with in_flag_terms(args, 'executor', *_executor_options()):
+        from ..launch.launcher import check_without_torch
+        from ..launch.tasks import find_recipes
+        with _in_launch_terms(args, rest):  # what is refused at once is refused here, before a process is started
             executor.check()
+            find_recipes(Path(args.dir))
+            check_without_torch(Path(args.dir).absolute(), rest, args.train_py, args.new_train_args)
         return _background(args, _argv(args, rest))
     if threading_main():
         signal.signal(signal.SIGTERM, _raise_interrupt)  # a killed launcher stops its runs as Ctrl-C does

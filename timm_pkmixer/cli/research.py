@@ -5,7 +5,7 @@ import sys
 
 from ..errors import InvalidArgumentError
 from ..validation import cli_type, non_negative_real
-from ._common import POSITIVE_INT, add_command, add_width_options, in_flag_terms
+from ._common import MODEL_NAME, POSITIVE_INT, add_command, add_width_options, in_flag_terms
 
 __all__ = ['add_commands']
 
@@ -130,7 +130,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         description='Width and sparsity of Mixers at a fixed number Ω of connections per layer (§4.1, eq. 14-15).')
     add_width_options(p)
     p.add_argument('--S', type=POSITIVE_INT, help='tokens S, with one --C: solve γ (with --omega) or Ω (with --gamma)')
-    p.add_argument('--model', nargs='+', help='registered models: their Ω, m, p, γ and parameters')
+    p.add_argument('--model', nargs='+', type=MODEL_NAME, help='registered models: their Ω, m, p, γ and parameters')
     p.add_argument('--json', action='store_true', help='print JSON')
 
     plot = subparsers.add_parser('plot', help="the paper's figures as PNG: weights (Fig. S.9), width (Fig. 3), "
@@ -145,7 +145,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
     p = add_command(figs, 'width', run_plot, help='Fig. 3: m and p against C at fixed Ω, optimum and registered models')
     add_width_options(p)
-    p.add_argument('--model', nargs='+', help='also place these registered Mixers')
+    p.add_argument('--model', nargs='+', type=MODEL_NAME, help='also place these registered Mixers')
     p.add_argument('--model-tol', type=cli_type(non_negative_real, float, 'model_tol'), default=0.05,
                    help='place registered Mixers whose Ω is within this relative tolerance (default 0.05)')
     p.add_argument('--no-models', action='store_true', help='do not place registered models automatically')

@@ -17,7 +17,9 @@ epoch train.py runs has its summary row. A relaunch skips finished runs, resumes
 reruns failed ones only when asked (``retry_failed``).
 """
 
+import contextlib
 import logging
+import os
 import re
 import shlex
 import sys
@@ -28,18 +30,20 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import yaml
 
+from ..errors import UserInputError
 from ..runs.launch_marker import launch_changes
 from ..runs.run_folder import RunFileError, last_epoch
-from ..state_files import load_yaml, read_text
-from .errors import LaunchError, RunFolderTakenError, StateFileError
+from ..state_files import load_yaml, read_text, write_text
+from .errors import LaunchError, RunFolderTakenError, StateFileError, TrainArgsRefusedError, state_file
 from .executors import stopped_reason
 from .liveness import same_process
-from .lock import acquire_lock, holder_alive, read_lock, release_lock, update_lock
+from .lock import acquire_lock, drop_mutex, holder_alive, read_lock, release_lock, update_lock
 from .ownership import move_aside, owner_problem
 from .records import folder_id, launch_state_dir, read_record, read_train_args, record_train_args, settle_train_args
-from .tasks import Task, find_recipes, log_tail, not_a_recipe, plan_tasks, planned_run_dir, run_progress
+from .tasks import Task, check_data, find_recipes, log_tail, not_a_recipe, plan_tasks, planned_run_dir, run_progress
 
-__all__ = ['RunStatus', 'run_status', 'read_status', 'read_launch_train_args', 'LaunchResult', 'launch']
+__all__ = ['RunStatus', 'run_status', 'read_status', 'read_launch_train_args', 'LaunchResult', 'check_without_torch',
+           'launch']
 
 _logger = logging.getLogger(__name__)
 
@@ -313,6 +317,75 @@ def _start_and_wait(folder: Path, executor: Any, todo: List[Task], result: Launc
     return bool(batch.job)
 
 
+def check_without_torch(folder: Path, train_args: Sequence[str] = (), train_py: Optional[str] = None,
+                        new_train_args: bool = False) -> None:
+    """What :func:`launch` refuses of train.py, its arguments, the recipes' models and data before it imports train.py
+    (so torch and timm), at once; it writes nothing. train.py is found (else a
+    :class:`~timm_pkmixer.training.train_py.TrainPyError`); the train.py arguments the launch would give (recorded
+    ones that differ: :class:`TrainArgsChangedError`) are parsed with each recipe by train.py's parsers rebuilt from
+    its source (:func:`~timm_pkmixer.training.train_py_parsers.check_train_args`), refused as
+    :func:`.tasks.plan_tasks` refuses them; a recipe's model named as one of this package's but not registered is
+    refused with the closest names (:func:`~timm_pkmixer.validation.unknown_model`), and data that are not there
+    (and not to be downloaded) as :func:`.tasks.check_data` refuses them. The rest (the model built, the data read,
+    the run folders) is checked once train.py is imported."""
+    from ..training.train_py import TrainArgumentError, find_train_py
+    from ..training.train_py_parsers import check_train_args
+    from ..validation import unknown_model
+    path = str(find_train_py(train_py).absolute())
+    args, _, _ = settle_train_args(launch_state_dir(folder), list(train_args), new_train_args)
+    sources: Dict[Any, List[Path]] = {}
+    for recipe in find_recipes(folder):
+        try:
+            checked = check_train_args(str(recipe), args, path)
+        except TrainArgumentError as e:
+            raise TrainArgsRefusedError(f'{recipe} is refused: {e}') from None
+        except UserInputError as e:
+            raise LaunchError(f'{recipe} is refused: {e}') from None
+        if checked is None:
+            return  # train.py's parsers are not read from its source: importing it checks them
+        model = getattr(checked.args, 'model', None)
+        problem = unknown_model(model) if isinstance(model, str) else None
+        if problem:
+            raise LaunchError(f'{recipe} is refused: {problem}')
+        if checked.data is not None:
+            sources.setdefault(checked.data, []).append(recipe)
+    for source, users in sources.items():
+        if source.present is False and not (source.download and source.kind != 'folder'):
+            check_data(source, users)  # not there and not to be downloaded: refused as under the lock
+
+
+def _state_before(folder: Path) -> Dict[str, Any]:
+    """What a launch refused under its lock may have written in ``DIR/launch``, as it was before: whether the
+    folder, its lock's mutex and the folder's id were there, and the recorded train.py arguments (their text)."""
+    state_dir = launch_state_dir(folder)
+    path = state_dir / 'train_args.json'
+    return dict(folder=state_dir.is_dir(), mutex=os.path.lexists(state_dir / 'lock.mutex'),
+                id=os.path.lexists(state_dir / 'folder.json'),
+                train_args=read_text(path, state_file(path, "the launch's train.py arguments", 'remove it')))
+
+
+def _put_back(folder: Path, before: Dict[str, Any]) -> None:
+    """Under the lock: the recorded train.py arguments and the folder's id as they were before a refused launch."""
+    state_dir = launch_state_dir(folder)
+    path = state_dir / 'train_args.json'
+    with contextlib.suppress(OSError, UserInputError):  # the refusal is what is said
+        if before['train_args'] is None:
+            path.unlink(missing_ok=True)
+        elif read_text(path, state_file(path, "the launch's train.py arguments", '')) != before['train_args']:
+            write_text(path, before['train_args'])
+        if not before['id']:
+            (state_dir / 'folder.json').unlink(missing_ok=True)
+
+
+def _put_back_mutex(folder: Path, before: Dict[str, Any]) -> None:
+    """Once the lock is let go: the lock's mutex and ``DIR/launch`` removed when a refused launch made them."""
+    with contextlib.suppress(OSError, UserInputError):
+        if not before['mutex']:
+            drop_mutex(folder)
+        if not before['folder']:
+            launch_state_dir(folder).rmdir()  # only when empty: another launch may have begun meanwhile
+
+
 def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py: Optional[str] = None,
            retry_failed: bool = False, wait: bool = True,
            on_end: Optional[Callable[[RunStatus, int, int], None]] = None, new_train_args: bool = False,
@@ -335,9 +408,11 @@ def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py
     if not wait and not executor.detached:
         raise LaunchError(f'the runs of executor {executor.name} end with their launcher: wait for them, or run '
                           f'the launcher in the background')
+    before = _state_before(folder)
     acquire_lock(folder, executor.name)
-    keep_lock = False
+    keep_lock = started = refused = False
     try:
+        check_without_torch(folder, train_args, train_py, new_train_args)  # at once: train.py is not imported
         state_dir = launch_state_dir(folder)
         args, reused, to_record = settle_train_args(state_dir, list(train_args), new_train_args)
         if reused:
@@ -355,6 +430,7 @@ def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py
         for task in todo:  # a FIFO or device in place of a run's log is named before anything starts
             log_tail(_log_path(task), 1)
         update_lock(folder, planned=True)  # every recipe checked: what `--no-wait` waits for before it returns
+        started = True
         for task in fresh:
             result.moved.append((task.name, move_aside(Path(task.run_dir))))
             _logger.info(f'[pkmixer launch] {task.name} is stale: its run folder moved aside to {result.moved[-1][1]}')
@@ -367,6 +443,13 @@ def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py
                          f'{shlex.join(args) or "(none)"}: they are not recorded, the folder keeps '
                          f'{"no recorded arguments" if previous is None else shlex.join(previous) or "(none)"}')
         return result
+    except BaseException:
+        refused = not started
+        if refused:  # the folder as it was: nothing recorded
+            _put_back(folder, before)
+        raise
     finally:
         if not keep_lock:
             release_lock(folder)
+        if refused:
+            _put_back_mutex(folder, before)

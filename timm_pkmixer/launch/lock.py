@@ -3,9 +3,9 @@ and the batch job when there is one). A second launch of the folder is refused w
 (:func:`holder_alive`: a reused PID is not the holder); a dead holder's lock is taken over.
 
 Taking the lock is one critical section for every launch of the folder: an exclusive ``flock`` on
-``DIR/launch/lock.mutex`` (a file that stays; the kernel lets go of it when its process dies) around reading the
-lock, judging its holder and writing ours. The lock is written beside its place and hard-linked into it, so no
-reader ever sees a partial lock, and two launches never both take it."""
+``DIR/launch/lock.mutex`` (a file that stays, unless the folder's first launch is refused; the kernel lets go of
+it when its process dies) around reading the lock, judging its holder and writing ours. The lock is written beside
+its place and hard-linked into it, so no reader ever sees a partial lock, and two launches never both take it."""
 import contextlib
 import fcntl
 import os
@@ -20,7 +20,7 @@ from .errors import LaunchLockedError, state_file
 from .liveness import identity, same_process
 from .records import launch_state_dir
 
-__all__ = ['MUTEX_WAIT_S', 'read_lock', 'holder_alive', 'acquire_lock', 'update_lock', 'release_lock']
+__all__ = ['MUTEX_WAIT_S', 'read_lock', 'holder_alive', 'acquire_lock', 'update_lock', 'release_lock', 'drop_mutex']
 
 MUTEX_WAIT_S = 120.  # the longest a launch waits for another one to finish taking the lock
 _N = type(None)
@@ -56,24 +56,54 @@ def _describe_holder(lock: Mapping[str, Any]) -> str:
 
 @contextlib.contextmanager
 def _mutex(folder: Path) -> Iterator[None]:
-    """Hold ``DIR/launch/lock.mutex`` exclusively (waiting at most :data:`MUTEX_WAIT_S`)."""
+    """Hold ``DIR/launch/lock.mutex`` exclusively (waiting at most :data:`MUTEX_WAIT_S`). The file held is the one in
+    place when it is taken: one removed meanwhile (:func:`drop_mutex`) is let go and the one in place taken."""
     path = launch_state_dir(folder) / 'lock.mutex'
-    fd = open_regular(path, os.O_RDWR | os.O_CREAT, state_file(path, 'the mutex of a launch lock', _remedy(folder)))
-    assert fd is not None
+    problem = state_file(path, 'the mutex of a launch lock', _remedy(folder))
+    deadline = time.monotonic() + MUTEX_WAIT_S
+    while True:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = open_regular(path, os.O_RDWR | os.O_CREAT, problem)
+        if fd is not None and _flock(fd, folder, path, deadline) and _same_file(fd, path):
+            break
+        if fd is not None:
+            os.close(fd)
     try:
-        deadline = time.monotonic() + MUTEX_WAIT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise LaunchLockedError(f'{folder}: another launch has been taking its lock for over '
-                                            f'{MUTEX_WAIT_S:.0f} s ({path}); try again') from None
-                time.sleep(0.01)
         yield
     finally:
         os.close(fd)  # lets go of the flock
+
+
+def _flock(fd: int, folder: Path, path: Path, deadline: float) -> bool:
+    """Take the flock of `fd` by the `deadline` (else :class:`LaunchLockedError`, `fd` closed)."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise LaunchLockedError(f'{folder}: another launch has been taking its lock for over '
+                                        f'{MUTEX_WAIT_S:.0f} s ({path}); try again') from None
+            time.sleep(0.01)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether `fd` is the file at `path` (not one removed, or removed and made anew, since it was opened)."""
+    try:
+        here = os.stat(path)
+    except FileNotFoundError:
+        return False
+    there = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def drop_mutex(folder: Path) -> None:
+    """Remove ``DIR/launch/lock.mutex`` unless a launch holds the folder: what a refused first launch undoes
+    (taken first, so that a launch waiting for it takes the next one)."""
+    with _mutex(folder):
+        if not read_lock(folder):
+            (launch_state_dir(folder) / 'lock.mutex').unlink(missing_ok=True)
 
 
 def acquire_lock(folder: Path, executor: str) -> Path:
