@@ -3,13 +3,15 @@ download it. It has train.py's interface where `pkmixer train`, `pkmixer launch`
 two parsers (``config_parser`` with ``--config``, ``parser``), ``_parse_args()``, ``main()``, train.py's defaults
 (``--opt sgd``, ``--epochs 300``, ``--device cuda``, ``-j 4``), and the outputs ``<output>/<experiment>/args.yaml``,
 ``summary.csv`` written by timm's own ``update_summary`` and ``last.pth.tar`` (written whole, renamed from
-``tmp.pth.tar`` as timm's CheckpointSaver does; ``--resume`` continues from it, as train.py's does), W&B logging as
+``tmp.pth.tar`` as timm's CheckpointSaver does, with the epoch, ``version`` 2 and the arguments as an
+``argparse.Namespace``, as it saves them; ``--resume`` continues from it, as train.py's does), W&B logging as
 train.py starts it (``--log-wandb``) — and trains for real with timm's dataset, loader, optimizer and scheduler
 factories. With ``TIMM_TRAIN_PY`` set, the tests that use it run the real train.py instead.
 
 Stand-in only: ``--out DIR`` trains nothing and records what it was given in ``DIR/rank<RANK>.json`` (and, from rank
 0, ``DIR/record.json``): its argv, the parsed values, whether timm knows the model, and its CPU threads
-(`tests/test_train_command.py`); ``--fail`` raises inside training; ``--stop-after-epochs`` stops as if killed and
+(`tests/test_train_command.py`); ``--fail`` raises inside training; ``--stop-after-epochs`` stops as if killed (and
+``--stop-file F`` does while F exists, after the epochs F holds: a relaunch resumes the run, its recipe unchanged) and
 ``--epoch-sleep`` waits after each epoch (`pkmixer launch`'s tests)."""
 import argparse
 import json
@@ -61,6 +63,8 @@ parser.add_argument('--crop-pct', type=float, default=None)
 parser.add_argument('--out', default='', help='stand-in only: record what was given in this folder, train nothing')
 parser.add_argument('--fail', action='store_true', help='stand-in only: raise inside training')
 parser.add_argument('--stop-after-epochs', type=int, default=None, help='stand-in only: simulate a killed run')
+parser.add_argument('--stop-file', default='', help='stand-in only: while this file exists, stop after the epochs it '
+                    'holds (a killed run whose recipe a relaunch keeps)')
 parser.add_argument('--epoch-sleep', type=float, default=0., help='stand-in only: seconds to wait after each epoch')
 
 
@@ -117,7 +121,7 @@ def main():
                                             warmup_epochs=args.warmup_epochs, cooldown_epochs=args.cooldown_epochs)
     start_epoch = 0
     if args.resume:  # as timm.models.resume_checkpoint: model, optimizer, and the epoch after the saved one
-        checkpoint = torch.load(args.resume, map_location='cpu')
+        checkpoint = torch.load(args.resume, map_location='cpu', weights_only=False)  # as timm: args, a Namespace
         model.load_state_dict(checkpoint['state_dict'])
         optimizer.load_state_dict(checkpoint['optimizer'])
         start_epoch = checkpoint['epoch'] + 1
@@ -131,7 +135,9 @@ def main():
                    resume='must' if args.wandb_resume_id else None,
                    id=args.wandb_resume_id if args.wandb_resume_id else None)
     loss_fn = torch.nn.CrossEntropyLoss()
-    for epoch in range(start_epoch, epochs if args.stop_after_epochs is None else args.stop_after_epochs):
+    stop = int(open(args.stop_file).read()) if args.stop_file and os.path.exists(args.stop_file) else \
+        args.stop_after_epochs
+    for epoch in range(start_epoch, epochs if stop is None else stop):
         model.train()
         steps = len(loaders[True])
         for i, (x, y) in enumerate(loaders[True]):
@@ -154,8 +160,8 @@ def main():
         update_summary(epoch, {'loss': loss.item()}, {'loss': eval_loss / total, 'top1': 100. * correct / total},
                        filename=os.path.join(out, 'summary.csv'), lr=optimizer.param_groups[0]['lr'],
                        write_header=epoch == start_epoch, log_wandb=args.log_wandb)
-        torch.save(dict(epoch=epoch, arch=args.model, state_dict=model.state_dict(), optimizer=optimizer.state_dict()),
-                   os.path.join(out, 'tmp.pth.tar'))
+        torch.save(dict(epoch=epoch, arch=args.model, state_dict=model.state_dict(), optimizer=optimizer.state_dict(),
+                        version=2, args=args), os.path.join(out, 'tmp.pth.tar'))
         os.replace(os.path.join(out, 'tmp.pth.tar'), os.path.join(out, 'last.pth.tar'))  # as timm's CheckpointSaver
         print(f'epoch {epoch} done', flush=True)
         time.sleep(args.epoch_sleep)

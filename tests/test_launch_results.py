@@ -38,7 +38,7 @@ def test_launch_and_status_give_each_runs_result_and_the_report_hint_runs(cli, t
     assert code == 0, err
     summary = (sweep / 'runs' / 'a' / 'summary.csv').read_text().splitlines()
     last = dict(zip(summary[0].split(','), summary[-1].split(',')))
-    result = (f"epoch 1: top1 {float(last['eval_top1']):.2f}, eval_loss {float(last['eval_loss']):.4f}, "
+    result = (f"epoch 2: top1 {float(last['eval_top1']):.2f}, eval_loss {float(last['eval_loss']):.4f}, "
               f"train_loss {float(last['train_loss']):.4f}")
     assert f'[pkmixer launch] 1/1 a: finished — {result}' in out.splitlines()
     code, status, _ = cli('status', sweep)
@@ -65,8 +65,8 @@ def test_status_gives_the_metric_the_run_optimises(tmp_path):
     (run_dir / 'args.yaml').write_text('model: s_mixer_s64c64_32\neval_metric: loss\nepochs: 5\n')
     status = run_status(recipe, launch_state_dir(folder))
     assert status.state == 'unfinished'
-    assert status.result == 'epoch 1: loss 0.4500, eval_loss 0.4500, train_loss 0.5000'
-    assert status.line() == 'a: unfinished (epoch 2 of 5) — epoch 1: loss 0.4500, eval_loss 0.4500, train_loss 0.5000'
+    assert status.result == 'epoch 2: loss 0.4500, eval_loss 0.4500, train_loss 0.5000'  # the second, as people count
+    assert status.line() == 'a: unfinished (epoch 2 of 5) — epoch 2: loss 0.4500, eval_loss 0.4500, train_loss 0.5000'
 
 
 def test_a_running_run_shows_its_epoch_and_step_from_train_pys_log(tmp_path):
@@ -83,8 +83,8 @@ def test_a_running_run_shows_its_epoch_and_step_from_train_pys_log(tmp_path):
     log.write_text('Train: 0 [ 389/390 (100%)]  Loss: 0.9\nTest: [ 0/10]\n'
                    'Train: 1 [   0/390 (  0%)]  Loss: 0.7\nTrain: 1 [  50/390 ( 13%)]  Loss: 0.6 (0.65)\n')
     status = run_status(recipe, state_dir)
-    assert status.state == 'running' and status.at == 'epoch 1, step 50/390'
-    assert status.line().endswith('— at epoch 1, step 50/390; epoch 0: top1 60.50, eval_loss 0.8000, '
+    assert status.state == 'running' and status.at == 'epoch 2, step 50/390'  # train.py's 'Train: 1', from 0
+    assert status.line().endswith('— at epoch 2, step 50/390; epoch 1: top1 60.50, eval_loss 0.8000, '
                                   'train_loss 0.9000')
 
 

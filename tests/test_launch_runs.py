@@ -138,7 +138,7 @@ def test_a_run_ended_with_no_exit_status_is_said_as_such_not_guessed(sweep, reco
     result = LaunchResult([task], {})
     _start_and_wait(sweep, executor, [task], result, True, None)
     assert [(s.name, s.state, s.detail) for s in result.ended] == [('a', 'finished', detail)]
-    assert logged()[-1].startswith(f'[pkmixer launch] ended a: finished ({detail}) — epoch 0: top1 ')
+    assert logged()[-1].startswith(f'[pkmixer launch] ended a: finished ({detail}) — epoch 1: top1 ')
 
 
 # ------------------------------------------------------------------------------------------------- train.py arguments
@@ -403,7 +403,7 @@ def test_progress_on_stderr_and_a_closed_stdout_stops_no_run(tmp_path, data):
         record = json.loads((sweep / 'launch' / 'runs' / f'{name}.json').read_text())
         assert (record['state'], record['returncode']) == ('ended', 0)
         log = sweep / 'launch' / 'logs' / f'{name}.log'
-        assert any(line.startswith(f'[pkmixer launch] ended {name}: finished — epoch 0: top1 ') and
+        assert any(line.startswith(f'[pkmixer launch] ended {name}: finished — epoch 1: top1 ') and
                    line.endswith(f' (log {log})') for line in err.splitlines())
         assert any(line.startswith(f'[pkmixer launch] started {name} (PID ') and line.endswith(f'; log {log})')
                    for line in err.splitlines())
@@ -427,7 +427,7 @@ def test_a_closed_stderr_drops_the_progress_and_stdout_keeps_the_results_alone(t
     proc = _closed_stderr('launch', sweep, '--train-py', MINI)
     assert proc.returncode == 0
     lines = proc.stdout.splitlines()
-    assert len(lines) == 2 and lines[0].startswith('[pkmixer launch] 1/1 a: finished — epoch 0: top1 ')
+    assert len(lines) == 2 and lines[0].startswith('[pkmixer launch] 1/1 a: finished — epoch 1: top1 ')
     assert lines[1] == (f'[pkmixer launch] 1 of 1 runs finished; `pkmixer report {sweep}` reads them (into '
                         f'{sweep}/report)')
     assert json.loads((sweep / 'launch' / 'runs' / 'a.json').read_text())['state'] == 'ended'

@@ -191,7 +191,7 @@ def test_a_closed_stderr_drops_the_progress_and_stdout_keeps_the_results_alone(t
                           '--permutation', 'random', '--seeds', '0', '--out-dir', out)
     assert proc.returncode == 0
     assert proc.stdout.splitlines() == [
-        f'# 1 recipes in {out}; run each with (add --data-dir … where the data lives):',
+        f'# 1 recipe in {out}; run each with (add --data-dir … where the data lives):',  # one: no plural
         f'pkmixer train {out / "depth_L4_random_seed0.yaml"}',
         f'# every setting with its value and source: {out / "SWEEP.md"} (and sweep.json)']
 

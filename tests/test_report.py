@@ -151,7 +151,7 @@ def test_completion_and_last_epoch_as_train_py_writes_them(tmp_path, rows, resum
         assert rows_by(report)['run']['runs'] == 2
     else:
         assert report.rows() == [] and len(report.listed) == 2 and report.unfinished == report.listed
-        assert listed(report)['run_seed0'] == f'unfinished: 3 of {len(run.required)} epochs (missing 3)'
+        assert listed(report)['run_seed0'] == f'unfinished: 3 of {len(run.required)} epochs (missing 4)'  # from 1
 
 
 # ---------------------------------------------------------------------------------------------- not measurements
@@ -160,10 +160,11 @@ NAN = float('nan')
 
 
 @pytest.mark.parametrize('name,kwargs,reason', [
-    ('top1_250', dict(top1=(50., 80., 250.)), 'eval_top1 = 250 at epoch 2 is outside [0, 100]'),
-    ('top1_negative', dict(top1=(50., -1., 90.)), 'eval_top1 = -1 at epoch 1 is outside [0, 100]'),
-    ('nan_last', dict(top1=(50., 80., NAN), loss=[1., 1., NAN]), 'non-finite eval_loss, eval_top1 at epoch 2'),
-    ('all_nan', dict(top1=(NAN, NAN, NAN)), 'non-finite eval_top1 at epoch 0'),
+    ('top1_250', dict(top1=(50., 80., 250.)), 'eval_top1 = 250 at epoch 3 is outside [0, 100]'),  # epochs from 1
+    ('top1_negative', dict(top1=(50., -1., 90.)), 'eval_top1 = -1 at epoch 2 is outside [0, 100]'),
+    ('nan_last', dict(top1=(50., 80., NAN), loss=[1., 1., NAN]),
+     'non-finite eval_loss (nan), eval_top1 (nan) at epoch 3'),
+    ('all_nan', dict(top1=(NAN, NAN, NAN)), 'non-finite eval_top1 (nan) at epoch 1'),
     ('seed_float', dict(seed=1.5), 'seed 1.5 is not an integer'),
     ('seed_text', dict(seed='one'), "seed 'one' is not an integer"),
     ('seed_negative', dict(seed=-3), "seed -3 is outside train.py's range 0 … 4294967295"),
@@ -266,8 +267,8 @@ def test_epochs_csv_regenerates_the_report_and_holds_no_machine_path(tmp_path):
     write_report(again, str(tmp_path / 'b'), figures=False)
     for name in ('report.csv', 'report.md', 'epochs.csv'):
         assert (tmp_path / 'a' / name).read_text() == (tmp_path / 'b' / name).read_text()
-    assert listed(again) == {'q_seed0': 'eval_top1 = 250 at epoch 2 is outside [0, 100]',
-                             'short_seed0': 'unfinished: 2 of 3 epochs (missing 2)'}
+    assert listed(again) == {'q_seed0': 'eval_top1 = 250 at epoch 3 is outside [0, 100]',
+                             'short_seed0': 'unfinished: 2 of 3 epochs (missing 3)'}
 
 
 # ---------------------------------------------------------------------------------------------- a real resume

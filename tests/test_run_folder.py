@@ -125,14 +125,14 @@ def test_summary_faults_are_named_by_line_and_column(tmp_path, text, faults):
 @pytest.mark.parametrize('make,status,done,scheduled,text', [
     (lambda root: root / 'none', 'not started', 0, 0, 'not started: no args.yaml in {root}/none'),
     (lambda root: write_run(root, 'r', rows=((0, 50.), (1, 60.))), 'unfinished', 2, 3,
-     'unfinished: epoch 2 of 3 (no summary row for epoch 2)'),
+     'unfinished: epoch 2 of 3 (no summary row for epoch 3)'),
     (lambda root: write_run(root, 'r', rows=()), 'unfinished', 0, 3,
-     'unfinished: epoch 0 of 3 (no summary row for epoch 0–2)'),
+     'unfinished: epoch 0 of 3 (no summary row for epoch 1–3)'),
     (lambda root: write_run(root, 'r'), 'finished', 3, 3, 'finished (3 of 3 epochs)'),
     (lambda root: write_run(root, 'r', rows=((0, 50.), (1, 60.), (2, 70.), (3, 80.)), epochs=3, cooldown_epochs=1),
      'finished', 4, 4, 'finished (4 of 4 epochs)'),  # train.py's count: a cosine cycle's cooldown epoch
     (lambda root: write_run(root, 'r', rows=((0, 50.), (1, float('nan')))), 'failed', 2, 3,
-     'failed: non-finite eval_top1 at epoch 1'),
+     'failed: non-finite eval_top1 (nan) at epoch 2'),
     (lambda root: write_run(root, 'r', model_kwargs='num_blocks=2'), 'failed', 0, 0,
      "failed: {root}/r/args.yaml: model_kwargs is a str ('num_blocks=2'), not the mapping of model arguments "
      "train.py writes (--model-kwargs key=value …)"),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 import pytest
-from test_sweep_launch import MINI, _drop_key, _launch, _recipe, _status, _summary_epochs, make_images, slurm_cluster
+from test_sweep_launch import MINI, _launch, _recipe, _status, _summary_epochs, make_images, slurm_cluster
 
 from timm_pkmixer.launch import slurm as slurm_commands
 from timm_pkmixer.launch.executors import SlurmExecutor
@@ -438,7 +438,7 @@ def test_task_timed_out_is_requeued_and_resumes(sweep, capsys):
     of the limit as the timeout): submitit checkpoints the task (SlurmTask is Checkpointable), requeues it, and the
     requeued task resumes the run from its last.pth.tar. (A preempted task takes the same way; without --time it
     needs the numeric limit test_time_limit_is_the_partitions_and_checked_against_it checks.)"""
-    recipe = _recipe(sweep, 'a', make_images(sweep.parent / 'images'), epochs=3, epoch_sleep=3)
+    _recipe(sweep, 'a', make_images(sweep.parent / 'images'), epochs=3, epoch_sleep=3)
     rc, out, _ = _launch(capsys, sweep, '--executor', 'slurm', '--partition', 'debug', '--time', '10', '--no-wait')
     assert rc == 0, out
     job = re.search(r'as SLURM job array (\d+)', out).group(1)
@@ -451,7 +451,7 @@ def test_task_timed_out_is_requeued_and_resumes(sweep, capsys):
     assert (_job_field(job, 'JobState'), _job_field(job, 'Reason')) == ('PENDING', 'BeginTime')  # requeued
     status = _status(capsys, sweep)['a']  # its process has ended, its job holds it: neither unfinished nor cancelled
     assert (status['state'], status['detail']) == ('pending', f'queued: SLURM job {job} (requeued)')
-    _drop_key(recipe, 'epoch_sleep')
+    # (the sleep stays: a run whose recipe changed is not resumed)
     # SLURM holds a requeued job 2 minutes; started at once, slurmd refuses a credential made in the second it revoked
     # the last one ("Job credential revoked": the job leaves the queue unrun), so the start waits for the next second
     time.sleep(2)

@@ -101,14 +101,16 @@ def test_local_two_workers_finish_fail_resume_retry_and_skip(tmp_path, data, cap
     sweep = tmp_path / 'sweep'
     _recipe(sweep, 'a', data)
     broken = _recipe(sweep, 'b', data, fail=True, seed=1)  # raises in training (a wrong data_dir is refused first)
-    short = _recipe(sweep, 'c', data, epochs=2, stop_after_epochs=1, seed=2)  # stops as if killed after epoch 0
+    stop = tmp_path / 'stop'  # the stand-in stops after the epochs it holds while it exists (recipe unchanged)
+    stop.write_text('1')
+    _recipe(sweep, 'c', data, epochs=2, stop_file=str(stop), seed=2)  # stops as if killed after epoch 0
     (sweep / 'sweep.json').write_text('{}')  # what pkmixer sweep writes beside the recipes: not a recipe
 
     rc, out, _ = _launch(capsys, sweep, '--executor', 'local', '--workers', '2')
     assert rc == 1  # not every run finished
     ends = sorted(line.split('] ', 1)[1].split(' ', 1)[1] for line in out.splitlines() if '/3 ' in line)
-    assert ends[0].startswith('a: finished — epoch 0: top1 ') and ends[1].startswith('b: failed (exit status 1)') \
-        and ends[2].startswith('c: unfinished (epoch 1 of 2) — epoch 0: top1 ')  # each run's last epoch
+    assert ends[0].startswith('a: finished — epoch 1: top1 ') and ends[1].startswith('b: failed (exit status 1)') \
+        and ends[2].startswith('c: unfinished (epoch 1 of 2) — epoch 1: top1 ')  # each run's last epoch, from 1
     status = _status(capsys, sweep)
     assert [status[n]['state'] for n in 'abc'] == ['finished', 'failed', 'unfinished']
     assert (status['c']['done'], status['c']['epochs']) == (1, 2)
@@ -117,13 +119,13 @@ def test_local_two_workers_finish_fail_resume_retry_and_skip(tmp_path, data, cap
                                    stale=0)
     assert status['a']['run_dir'] == str(sweep / 'runs' / 'a')
 
-    _drop_key(short, 'stop_after_epochs')
+    stop.unlink()  # a changed recipe would not be resumed
     rc, out, _ = _launch(capsys, sweep, '--workers', '2')
     assert rc == 0 and '1 of 1 runs finished' in out and 'skipped: 1 finished, 1 failed; --retry-failed' in out
     epochs, headers = _summary_epochs(sweep / 'runs' / 'c')
     assert epochs == [0, 1] and headers == 2  # resumed: epoch 0 was not trained again
     log = (sweep / 'launch' / 'logs' / 'c.log').read_text()
-    assert 'resuming from epoch 1' in log and f'Resumed from {sweep / "runs" / "c" / "last.pth.tar"} at epoch 1' in log
+    assert 'resuming from epoch 2' in log and f'Resumed from {sweep / "runs" / "c" / "last.pth.tar"} at epoch 1' in log
 
     _drop_key(broken, 'fail')
     rc, out, _ = _launch(capsys, sweep, '--retry-failed')
@@ -150,7 +152,7 @@ def test_local_launcher_killed_then_relaunched_resumes(tmp_path, data, capsys):
     """--no-wait starts a background launcher; killing it (SIGTERM) stops its run after an epoch; the second launch
     of the folder meanwhile is refused; a relaunch resumes the run from its last.pth.tar."""
     sweep = tmp_path / 'sweep'
-    recipe = _recipe(sweep, 'slow', data, epochs=3, epoch_sleep=3)
+    _recipe(sweep, 'slow', data, epochs=3, epoch_sleep=3)
     rc, out, _ = _launch(capsys, sweep, '--no-wait')
     assert rc == 0 and 'launching in the background' in out
     lock = json.loads((sweep / 'launch' / 'lock').read_text())
@@ -165,13 +167,12 @@ def test_local_launcher_killed_then_relaunched_resumes(tmp_path, data, capsys):
         time.sleep(0.3)
     status = _status(capsys, sweep)['slow']
     assert status['state'] == 'unfinished' and status['done'] in (1, 2) and status['epochs'] == 3
-    done = status['done']
-    _drop_key(recipe, 'epoch_sleep')
+    done = status['done']  # the sleep stays: a run whose recipe changed is not resumed
     rc, out, _ = _launch(capsys, sweep)
     assert rc == 0 and '1/1 slow: finished' in out
     epochs, _ = _summary_epochs(run_dir)
-    assert epochs == list(range(3)) and f'resuming from epoch {done}' in (sweep / 'launch' / 'logs' /
-                                                                          'slow.log').read_text()
+    assert epochs == list(range(3)) and f'resuming from epoch {done + 1}' in (sweep / 'launch' / 'logs' /
+                                                                              'slow.log').read_text()
 
 
 def test_launch_refuses_bad_input(tmp_path, data, capsys, monkeypatch):
@@ -303,7 +304,7 @@ def test_slurm_array_finishes_skips_resumes_cancelled_and_refuses_bad_partition(
     assert rc == 0 and out.startswith('[pkmixer launch] nothing to launch') and 'skipped: 2 finished' in out
     assert len(list((sweep / 'launch' / 'slurm').iterdir())) == 1
 
-    slow = _recipe(sweep, 'slow', data, epochs=3, epoch_sleep=3, seed=2)
+    _recipe(sweep, 'slow', data, epochs=3, epoch_sleep=3, seed=2)
     rc, out, _ = _launch(capsys, sweep, *slurm_opts, '--no-wait')
     assert rc == 0 and 'submitted 1 runs as SLURM job array' in out
     job = re.search(r'as SLURM job array (\d+)', out).group(1)
@@ -319,12 +320,11 @@ def test_slurm_array_finishes_skips_resumes_cancelled_and_refuses_bad_partition(
         time.sleep(0.5)
     status = _status(capsys, sweep)['slow']
     assert status['state'] == 'unfinished' and status['done'] in (1, 2) and status['epochs'] == 3
-    done = status['done']
-    _drop_key(slow, 'epoch_sleep')
+    done = status['done']  # the sleep stays: a run whose recipe changed is not resumed
     rc, out, _ = _launch(capsys, sweep, *slurm_opts)
     assert rc == 0 and '1/1 slow: finished' in out and 'skipped: 2 finished' in out
     assert _summary_epochs(run_dir)[0] == [0, 1, 2]  # resumed: no epoch trained twice
-    assert f'resuming from epoch {done}' in (sweep / 'launch' / 'logs' / 'slow.log').read_text()
+    assert f'resuming from epoch {done + 1}' in (sweep / 'launch' / 'logs' / 'slow.log').read_text()
 
 
 # ------------------------------------------------------------------------------------------------- W&B

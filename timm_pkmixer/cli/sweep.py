@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
                            ('log_wandb', '--log-wandb'), ('claims', '--claim')):
             message = re.sub(rf"(?<![\w'-]){re.escape(name)}(?![\w'])", flag, message)
         raise InvalidArgumentError(message) from e
-    print(f'# {len(paths)} recipes in {args.out_dir}; run each with (add --data-dir … where the data lives):')
+    recipes = f'{len(paths)} recipe{"s" if len(paths) != 1 else ""}'
+    print(f'# {recipes} in {args.out_dir}; run each with (add --data-dir … where the data lives):')
     for p in paths:
         print(f'pkmixer train {shlex.quote(str(p))}')
     print(f'# every setting with its value and source: {Path(args.out_dir) / SWEEP_EXPLAINED} (and {SWEEP_RECORD})')

@@ -19,6 +19,7 @@ reruns failed ones only when asked (``retry_failed``).
 
 import contextlib
 import logging
+import math
 import os
 import re
 import shlex
@@ -32,14 +33,22 @@ import yaml
 
 from ..errors import UserInputError
 from ..runs.launch_marker import launch_changes
-from ..runs.run_folder import RunFileError, last_epoch
+from ..runs.run_folder import RunFileError, epoch_words, last_epoch
 from ..state_files import load_yaml, read_text, write_text
 from .errors import LaunchError, RunFolderTakenError, StateFileError, TrainArgsRefusedError, state_file
 from .executors import stopped_reason
 from .liveness import same_process
 from .lock import acquire_lock, drop_mutex, holder_alive, read_lock, release_lock, update_lock
 from .ownership import move_aside, owner_problem
-from .records import folder_id, launch_state_dir, read_record, read_train_args, record_train_args, settle_train_args
+from .records import (
+    check_launch_train_args,
+    folder_id,
+    launch_state_dir,
+    read_record,
+    read_train_args,
+    record_train_args,
+    settle_train_args,
+)
 from .tasks import Task, check_data, find_recipes, log_tail, not_a_recipe, plan_tasks, planned_run_dir, run_progress
 
 __all__ = ['RunStatus', 'run_status', 'read_status', 'read_launch_train_args', 'LaunchResult', 'check_without_torch',
@@ -62,16 +71,22 @@ class RunStatus:
     detail: str = ''
     log: List[str] = field(default_factory=list)   # a failed run's last log lines
     changed: List[str] = field(default_factory=list)
-    resumed_at: List[int] = field(default_factory=list)  # the epochs it was resumed at (train.py's --resume)
+    resumed_at: List[int] = field(default_factory=list)  # the epochs (from 0) it was resumed at (train.py's --resume)
     last: Dict[str, Any] = field(default_factory=dict)   # its last summary row (:class:`.run_folder.LastEpoch`)
-    result: str = ''   # that row in words: 'epoch 1: top1 86.16, eval_loss 0.4120, train_loss 0.3557'
-    at: str = ''       # a running run: where train.py's log says it is ('epoch 1, step 50/390')
+    result: str = ''   # that row in words: 'epoch 2: top1 86.16, eval_loss 0.4120, train_loss 0.3557'
+    at: str = ''       # a running run: where train.py's log says it is ('epoch 2, step 50/390')
+    restarted: bool = False  # train.py started over into its folder (summary.csv's rows of an earlier start dropped)
 
     def line(self) -> str:
+        """The run in one line (then a failed run's last log lines), its epochs counted as people count them: the
+        state, ``unfinished (epoch k of n)`` (k epochs done), then what its files say: ``resumed at epoch k`` (the
+        first epoch trained after a resume), where a running run is, its last summary row."""
         state = f'unfinished (epoch {self.done} of {self.epochs})' if self.state == 'unfinished' else self.state
         text = f'{self.name}: {state}{f" ({self.detail})" if self.detail else ""}'
-        resumed = f'resumed at epoch {", ".join(map(str, self.resumed_at))}' if self.resumed_at else ''
-        notes = [n for n in (resumed, f'at {self.at}' if self.at else '', self.result) if n]
+        resumed = f'resumed at epoch {", ".join(str(e + 1) for e in self.resumed_at)}' if self.resumed_at else ''
+        restarted = 'restarted from its first epoch into its folder (the rows of the earlier start dropped)' \
+            if self.restarted else ''
+        notes = [n for n in (restarted, resumed, f'at {self.at}' if self.at else '', self.result) if n]
         text += f' — {"; ".join(notes)}' if notes else ''
         return '\n'.join([text] + [f'    | {line}' for line in self.log])
 
@@ -101,26 +116,31 @@ def _held(record: Dict[str, Any], where: str) -> Tuple[str, str]:
     return 'pending', f'queued: {where}' + ('' if record['state'] == 'queued' else ' (requeued)')
 
 
-def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> RunStatus:
+def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None,
+               schedule: Optional[Dict[str, Any]] = None) -> RunStatus:
     """One run's state from its record, its holder (alive or not), its run folder (default: the record's, else the
     recipe's) and its launch marker, decided in this order: a finished run folder is ``finished``, or ``stale`` when
     its recipe or train.py arguments changed since it started, whatever the record says; a record queued or running
     (or interrupted in a batch job) whose holder, process or job, lives is ``running`` or ``pending``; a failed
     record is ``failed``; a record queued, running or interrupted whose holder is gone, its run folder without an
     epoch, is ``cancelled`` (nothing runs it); a started run folder is ``unfinished``; else ``pending`` (never
-    started)."""
+    started). `schedule`: train.py's epoch count computed now (a launch's), else the one recorded with the run.
+    A run folder whose values are not measurements (a diverged run) is ``failed``, whatever its record says."""
     name = Path(recipe).stem
     record = read_record(state_dir, name)
     run_dir = Path(run_dir or record.get('run_dir') or planned_run_dir(recipe, read_train_args(state_dir) or []))
-    progress = run_progress(run_dir, record.get('schedule'))
+    progress = run_progress(run_dir, schedule or record.get('schedule'))
     status = RunStatus(name, 'pending', str(run_dir), progress.done, progress.epochs)
     status.changed = _changes(run_dir)  # reads its marker: one that cannot be used is named before any start
     where = f'SLURM job {record["job"]}' if record.get('job') else f'PID {record.get("pid")} on {record.get("host")}'
     last = last_epoch(run_dir) if progress.state != 'absent' else None
     if last is not None:
-        status.last, status.result = asdict(last), last.describe()
-    status.resumed_at = sorted(set(last.resumed_at if last else ()) |
-                               set(record.get('resumed') or [] if progress.state != 'absent' else []))
+        status.last, status.result = _json_numbers(asdict(last)), last.describe()
+        status.restarted = last.restarted
+    resumed = set(last.resumed_at if last else ()) | set(record.get('resumed') or [] if progress.state != 'absent'
+                                                          else [])
+    status.resumed_at = sorted(e for e in resumed if isinstance(e, int) and not isinstance(e, bool) and e > 0
+                               and e <= progress.done)
     if progress.state == 'finished':
         status.state = 'stale' if status.changed else 'finished'
         if status.changed:
@@ -132,14 +152,22 @@ def run_status(recipe: Path, state_dir: Path, run_dir: Optional[str] = None) -> 
     elif record.get('state') == 'failed':
         status.state, status.detail = 'failed', record.get('reason') or f'exit status {record.get("returncode")}'
         status.log = log_tail(Path(state_dir) / 'logs' / f'{name}.log')
+    elif progress.state == 'failed':  # its values are not measurements: a relaunch does not resume it
+        status.state, status.detail = 'failed', progress.reason
     elif record.get('state') in ('queued', 'running', 'interrupted') and progress.state == 'absent':
         status.state, status.detail = 'cancelled', stopped_reason(record)  # nothing runs it: never say pending
     elif progress.state == 'unfinished':
         status.state = 'unfinished'
         if status.changed:
-            status.detail = (f'changed since it started: {", ".join(status.changed)}; a relaunch resumes it as it is '
-                             f'now')
+            status.detail = (f'changed since it started: {", ".join(status.changed)}; a relaunch does not resume it '
+                             f'(its epochs would mix two recipes): --rerun-stale restarts it in a fresh folder')
     return status
+
+
+def _json_numbers(values: Dict[str, Any]) -> Dict[str, Any]:
+    """`values` with each number JSON can hold as it is and NaN / ±inf as their text ('nan', 'inf', '-inf'), so
+    that `pkmixer status --json` stays JSON."""
+    return {k: v if not isinstance(v, float) or math.isfinite(v) else str(v) for k, v in values.items()}
 
 
 _TRAIN_LINE = re.compile(r'Train: (\d+) \[\s*(\d+)/(\d+)')  # train.py's log line of a training step
@@ -147,7 +175,7 @@ _TRAIN_LINE = re.compile(r'Train: (\d+) \[\s*(\d+)/(\d+)')  # train.py's log lin
 
 def _train_step(log_path: Path) -> str:
     """Where a running run is, from the last training line train.py logged (``Train: 1 [  50/390 ( 13%)] …``):
-    'epoch 1, step 50/390' ('' before its first)."""
+    'epoch 2, step 50/390' (as people count epochs; '' before its first)."""
     try:
         lines = log_tail(log_path, lines=sys.maxsize)  # the log's last 16 KiB, as the failure's tail reads it
     except StateFileError:
@@ -156,7 +184,7 @@ def _train_step(log_path: Path) -> str:
     if not matches:
         return ''
     epoch, step, steps = matches[-1]
-    return f'epoch {epoch}, step {step}/{steps}'
+    return f'epoch {int(epoch) + 1}, step {step}/{steps}'  # train.py's log counts epochs from 0
 
 
 def _check_owner(recipe: Path, status: RunStatus, state_dir: Path) -> None:
@@ -228,12 +256,14 @@ def _todo(tasks: Sequence[Task], retry_failed: bool, rerun_stale: bool) -> Tuple
     fresh: List[Task] = []
     skipped: Dict[str, List[str]] = {'finished': [], 'stale': [], 'failed': [], 'running': []}
     for task in tasks:
-        status = run_status(Path(task.recipe), Path(task.state_dir), task.run_dir)
+        status = run_status(Path(task.recipe), Path(task.state_dir), task.run_dir, task.schedule)
         if status.state == 'running' or status.detail.startswith('queued'):  # still held by an earlier launch's job
             skipped['running'].append(task.name)
         elif status.changed and rerun_stale and status.state in ('stale', 'unfinished', 'failed'):
             todo.append(task)
             fresh.append(task)
+        elif status.changed and status.state == 'unfinished':
+            skipped['stale'].append(task.name)  # resumed, its epochs would mix two recipes: --rerun-stale
         elif status.state == 'failed' and status.changed and not status.done:
             todo.append(task)  # it failed before its first epoch with another recipe or other arguments: retried
         elif status.state in ('finished', 'stale') or (status.state == 'failed' and not retry_failed):
@@ -264,7 +294,8 @@ class _StartWatcher:
                 if record.get('state') == 'running':
                     self.seen.add(task.name)
                     where = (f'SLURM job {record["job"]}' if record.get('job') else f'PID {record.get("pid")}')
-                    what = (f'resuming {task.name} from epoch {record["resumed"][-1]}' if record.get('resumed')
+                    resumed = record.get('resumed') or []
+                    what = (f'resuming {task.name} from epoch {epoch_words(resumed[-1:])}' if resumed
                             else f'started {task.name}')
                     _logger.info(f'[pkmixer launch] {what} ({where}; log {_log_path(task)})')
 
@@ -405,6 +436,7 @@ def launch(folder: Path, executor: Any, train_args: Sequence[str] = (), train_py
     folder = Path(folder).absolute()
     executor.check()
     find_recipes(folder)  # before the lock: nothing is written into a folder that is not one of recipes
+    check_launch_train_args(train_args)  # a --config, a positional, too many: refused before anything is written
     if not wait and not executor.detached:
         raise LaunchError(f'the runs of executor {executor.name} end with their launcher: wait for them, or run '
                           f'the launcher in the background')

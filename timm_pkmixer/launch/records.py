@@ -2,6 +2,7 @@
 saw it, the process or job that runs it, its run folder and recipe), the train.py arguments the folder's launches
 give every run (``train_args.json``) and the folder's id (``folder.json``). Paths in them are relative to DIR, so
 a moved folder keeps every record; a PID is kept with its start time and boot (:mod:`.liveness`)."""
+import json
 import os
 import shlex
 import socket
@@ -11,11 +12,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..state_files import create_json, read_json, write_json
-from .errors import StateFileError, TrainArgsChangedError, state_file
+from .errors import StateFileError, TrainArgsChangedError, TrainArgsRefusedError, state_file
 from .liveness import identity
 
 __all__ = ['STATE_DIR', 'launch_state_dir', 'record_path', 'write_record', 'read_record', 'folder_id',
-           'read_train_args', 'settle_train_args', 'record_train_args', 'train_args_differences']
+           'read_train_args', 'settle_train_args', 'record_train_args', 'train_args_differences',
+           'MAX_TRAIN_ARGS_BYTES', 'check_launch_train_args']
 
 STATE_DIR = 'launch'
 _N = type(None)
@@ -115,6 +117,47 @@ def _options(args: Sequence[str]) -> Dict[str, str]:
         else:
             values.setdefault(key, []).append(arg)
     return {k: shlex.join(v) for k, v in values.items()}
+
+
+MAX_TRAIN_ARGS_BYTES = 1 << 16  # the launch's train.py arguments, as JSON: recorded, in every marker and command line
+
+
+def _is_config(arg: str) -> bool:
+    """Whether train.py's config parser (``-c`` / ``--config``, read before the rest, abbreviations allowed) takes
+    `arg` as its flag: ``-c``, ``-cFILE``, ``--config``, ``--conf``, ``--config=FILE`` …"""
+    flag = arg.split('=', 1)[0]
+    return arg.startswith('-c') or (len(flag) > 2 and flag.startswith('--') and '--config'.startswith(flag))
+
+
+def check_launch_train_args(args: Sequence[str]) -> None:
+    """Refuse, before anything is written, train.py arguments a launch cannot give every run, as a
+    :class:`TrainArgsRefusedError` naming them: train.py's ``--config`` (any spelling its config parser takes),
+    which would replace every run's recipe; values before any option, which train.py takes as its positional data
+    folder (`pkmixer launch DIR OTHER_DIR`); more than :data:`MAX_TRAIN_ARGS_BYTES` in all (they are recorded with
+    the folder, in every run folder's marker and on every run's command line, and read back by status and launch)."""
+    config = [a for a in args if _is_config(a)]
+    if config:
+        raise TrainArgsRefusedError(f'{config[0]} is train.py\'s --config: a launch runs each recipe as train.py\'s '
+                                    f'config (pkmixer train RECIPE), and a --config among the train.py arguments would '
+                                    f'replace every recipe; give its keys as train.py arguments, or put them in the '
+                                    f'recipes. Nothing was recorded or started')
+    loose = _options(args).get('')
+    if loose:
+        raise TrainArgsRefusedError(f'{loose} would reach train.py as its positional data folder (`data`): pkmixer '
+                                    f'launch takes one folder of recipes, and a run\'s data is its recipe\'s data_dir '
+                                    f'(or --data-dir among the train.py arguments). Nothing was recorded or started')
+    size = len(json.dumps(list(args)))
+    if size > MAX_TRAIN_ARGS_BYTES:
+        counts: Dict[str, int] = {}
+        key = ''
+        for arg in args:
+            key = arg.split('=', 1)[0] if _is_flag(arg) else key
+            counts[key] = counts.get(key, 0) + (not _is_flag(arg) or '=' in arg)
+        flag, most = max(counts.items(), key=lambda kv: kv[1])
+        raise TrainArgsRefusedError(f'the train.py arguments take {size:,} bytes ({len(args):,} arguments; {flag} '
+                                    f'{most:,} values): more than the {MAX_TRAIN_ARGS_BYTES:,} a launch records with '
+                                    f'the folder and gives every run on its command line; give fewer. Nothing was '
+                                    f'recorded or started')
 
 
 def train_args_differences(recorded: Sequence[str], given: Sequence[str]) -> List[str]:

@@ -3,7 +3,9 @@
 Executors (:mod:`.executors`) run tasks; :mod:`.launch` plans, locks and reports them."""
 import ctypes
 import dataclasses
+import errno
 import functools
+import json
 import logging
 import os
 import signal
@@ -21,7 +23,17 @@ import yaml
 
 from ..errors import CheckpointError, UserInputError
 from ..runs.launch_marker import launch_changes
-from ..runs.run_folder import ARGS_YAML, SUMMARY_CSV, run_state, run_state_with_schedule, schedule_record
+from ..runs.run_folder import (
+    ARGS_YAML,
+    SUMMARY_CSV,
+    RunFileError,
+    epoch_words,
+    read_args_yaml,
+    read_checkpoint_info,
+    run_state,
+    run_state_with_schedule,
+    schedule_record,
+)
 from ..state_files import load_yaml, open_log, read_tail, read_text, yaml_reason
 from .errors import LaunchError, RunFolderTakenError, StateFileError, TrainArgsRefusedError, state_file
 from .ownership import claim, mark_start, owner_problem
@@ -41,41 +53,58 @@ LOG_TAIL = 5
 
 @dataclass(frozen=True)
 class Progress:
-    """How far a train.py run folder is: `state` is ``absent`` (no args.yaml), ``finished`` or ``unfinished``;
-    `done` epochs with a summary row (the highest epoch + 1), of `epochs` train.py runs."""
+    """How far a train.py run folder is: `state` is ``absent`` (no args.yaml), ``finished``, ``unfinished`` (to be
+    resumed) or ``failed`` (what resuming cannot mend: its values are not measurements, `reason` says which);
+    `done` epochs with a summary row (the highest epoch + 1), of `epochs` train.py runs; `missing`: the epochs (from
+    0) train.py writes a row for that summary.csv lacks."""
     state: str
     done: int = 0
     epochs: int = 0
+    reason: str = ''
+    missing: Tuple[int, ...] = ()
 
 
 def _check_regular(run_dir: Path) -> None:
     for name in (ARGS_YAML, SUMMARY_CSV):
+        path = run_dir / name
         try:
-            mode = os.stat(run_dir / name).st_mode
-        except OSError:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            if os.path.islink(path):  # a symlink to nothing: train.py would write through it, wherever it points
+                raise StateFileError(f'{path} is a symlink to {os.readlink(path)}, which does not exist: train.py '
+                                     f'writes it; move it away') from None
             continue
+        except OSError as e:
+            raise StateFileError(f'{path} cannot be read ({"a symlink loop" if e.errno == errno.ELOOP else e.strerror})'
+                                 f': train.py writes it; move it away') from None
         if not stat.S_ISREG(mode):
-            raise StateFileError(f'{run_dir / name} is not a regular file: train.py writes it; move it away')
+            raise StateFileError(f'{path} is not a regular file: train.py writes it; move it away')
 
 
 def run_progress(run_dir: Path, schedule: Optional[Mapping[str, Any]] = None) -> Progress:
     """A run folder's progress, finished as `pkmixer report` defines it (every epoch train.py runs is there): read
     by :func:`.run_folder.run_state`, the one reader of run folders; a folder that is started and not finished
-    (whatever its fault) is ``unfinished``, to be resumed. With the `schedule` recorded when the run started
+    whose fault resuming can mend (a fault of its files) is ``unfinished``, to be resumed; one whose values are not
+    measurements (a diverged run's NaN, rows past the schedule) is ``failed``: resuming would not mend it, and a
+    relaunch would resume it for ever. With the `schedule` recorded when the run started
     (:func:`.run_folder.schedule_record`), and args.yaml asking for the same epochs, neither torch nor timm is
-    imported. A special file in place of args.yaml or summary.csv is a :class:`StateFileError`."""
+    imported. A special file, a symlink to nothing or a symlink loop in place of args.yaml or summary.csv is a
+    :class:`StateFileError`."""
     run_dir = Path(run_dir)
     _check_regular(run_dir)
     state = run_state_with_schedule(run_dir, dict(schedule)) if schedule else None
     state = state or run_state(run_dir)
     if state.status == 'not started':
         return Progress('absent')
+    if state.status == 'failed' and not state.resumable:
+        return Progress('failed', state.epochs_done, state.epochs_scheduled, state.reason, state.missing)
     return Progress('finished' if state.status == 'finished' else 'unfinished', state.epochs_done,
-                    state.epochs_scheduled)
+                    state.epochs_scheduled, missing=state.missing)
 
 
 def find_recipes(folder: Path) -> List[Path]:
-    """The recipes of `folder` (``*.yaml`` / ``*.yml``, not recursive), sorted; each must be a YAML mapping.
+    """The recipes of `folder` (``*.yaml`` / ``*.yml``, not recursive, hidden files left out as the shell's ``*`` does:
+    an editor's lock link ``.#a.yaml`` is no recipe), sorted; each must be a YAML mapping.
 
     Raises:
         NotADirectoryError / FileNotFoundError: `folder` is not a folder.
@@ -87,6 +116,11 @@ def find_recipes(folder: Path) -> List[Path]:
     if not folder.is_dir():
         raise NotADirectoryError(20, 'not a folder of recipes (`pkmixer train RECIPE` runs one recipe)', str(folder))
     found = sorted(p for pattern in ('*.yaml', '*.yml') for p in folder.glob(pattern))
+    hidden = [p for p in found if p.name.startswith('.')]  # an editor's lock (emacs: .#a.yaml) or swap file: no recipe
+    if hidden:
+        _logger.info(f'{folder}: {", ".join(p.name for p in hidden)} left out: hidden, not recipes (an editor\'s lock '
+                     f'or swap file; the shell\'s *.yaml leaves them out too)')
+    found = [p for p in found if not p.name.startswith('.')]
     for path in found:
         if path.is_file():
             continue
@@ -208,6 +242,7 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
             raise TrainArgsRefusedError(f'{recipe} is refused: {e}') from None
         except UserInputError as e:
             raise LaunchError(f'{recipe} is refused: {e}') from None
+        _check_no_positional(recipe, plan.args)
         run_dir = default_run_dir(recipe, plan.args.output or None, plan.args.experiment or None)
         if run_dir in seen:
             raise LaunchError(f'{seen[run_dir].name} and {recipe.name} would both run into {run_dir}: give each '
@@ -226,6 +261,22 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
     for source, users in sources.items():
         check_data(source, users)
     return tasks
+
+
+def _check_no_positional(recipe: Path, args: Any) -> None:
+    """Refuse a positional value the launch's train.py arguments gave train.py (its deprecated positional data
+    folder ``data``: `pkmixer launch DIR OTHER_DIR`, or a value after a flag that takes none), which the recipe's own
+    ``data`` (if any) does not explain."""
+    given = getattr(args, 'data', None)
+    if not given:
+        return
+    own = (load_yaml(read_text(recipe, not_a_recipe(recipe)) or '') or {}).get('data')
+    if given != own:
+        raise TrainArgsRefusedError(
+            f'{recipe} is refused: train.py would take {given!r}, from the launch\'s train.py arguments, as its '
+            f'positional data folder (its `data`): pkmixer launch takes one folder of recipes, and a run\'s data '
+            f'is its recipe\'s data_dir (or --data-dir among the train.py arguments). Nothing was recorded or '
+            f'started')
 
 
 def check_data(source: Any, recipes: Sequence[Path]) -> None:
@@ -298,14 +349,96 @@ def _log(task: Task) -> IO[str]:
                                                          f'is running'))
 
 
-def _header(task: Task, so_far: Progress, resume: Optional[str], job: Optional[str]) -> str:
+def _header(task: Task, at: Optional[int], resume: Optional[str], job: Optional[str]) -> str:
     where = f'{socket.gethostname()}{f" (SLURM job {job})" if job else ""}'
-    changed = launch_changes(Path(task.run_dir)) if resume else []
-    note = (f'=== its recipe changed since it started ({", ".join(changed)}): resuming with the recipe as it is '
-            f'now\n') if changed else ''
     return (f'=== {time.strftime("%Y-%m-%d %H:%M:%S")} on {where}: '
-            f'{"resuming from epoch " + str(so_far.done) if resume else "starting"}\n{note}'
+            f'{"resuming from epoch " + epoch_words([at]) if resume and at is not None else "starting"}\n'
             f'=== {" ".join(task.command(resume))}\n')
+
+
+def _same_run(saved: Optional[Dict[str, Any]], args: Dict[str, Any]) -> str:
+    """How the train.py arguments saved with a checkpoint show it another run's than the folder's args.yaml ('' when
+    they agree, or when no arguments were saved): the seed, the model or its arguments."""
+    if not saved:
+        return ''
+    out = []
+    for key in ('seed', 'model', 'model_kwargs'):
+        theirs, ours = saved.get(key), args.get(key)
+        if key == 'model_kwargs':
+            theirs, ours = theirs or {}, ours or {}
+        if json.dumps(theirs, sort_keys=True, default=str) != json.dumps(ours, sort_keys=True, default=str):
+            out.append(f'{key} {theirs!r}, this run\'s {ours!r}')
+    return '; '.join(out)
+
+
+def _resume_from(task: Task, so_far: Progress) -> Tuple[Optional[UserInputError], Optional[str], Optional[int]]:
+    """(why the run may not start, or None; the checkpoint it resumes from, or None for a start from its first epoch;
+    the epoch, from 0, it resumes at). A run folder is resumed only where resuming gives the run its args.yaml says:
+    refused by name are a run whose values are not measurements (a diverged run resumed stays diverged), a recipe or
+    train.py arguments changed since it started (its epochs would mix two of them), summary rows with no last.pth.tar
+    (train.py would start over into the same summary.csv), a last.pth.tar that is not a whole checkpoint file, is
+    another run's (its seed, model or model arguments) or is of an epoch that leaves the run unfinished for ever (at
+    or past the schedule's end, or past epochs summary.csv lacks)."""
+    run_dir = Path(task.run_dir)
+    last = run_dir / 'last.pth.tar'
+    again = f'move {run_dir} away to restart the run from its first epoch'
+    if so_far.state == 'failed':
+        return LaunchError(f'{run_dir} holds a run whose values are not measurements ({so_far.reason}): resuming '
+                           f'would go on from them; {again}'), None, None
+    if so_far.state != 'unfinished':
+        return None, None, None
+    if not os.path.lexists(last):
+        if not so_far.done:
+            return None, None, None  # no epoch done: a start from the first
+        return LaunchError(f'{run_dir} holds summary rows up to epoch {so_far.done} but no last.pth.tar to resume '
+                           f'from: train.py would start over into the same summary.csv; {again}, or put back its '
+                           f'last.pth.tar'), None, None
+    changed = launch_changes(run_dir)
+    if changed:
+        return LaunchError(f'{run_dir}: its recipe or the train.py arguments of its launch changed since it started '
+                           f'({", ".join(changed)}): resuming would train its remaining epochs otherwise than its '
+                           f'first; --rerun-stale restarts it in a fresh folder (this one moved aside), or put back '
+                           f'what changed'), None, None
+    try:
+        mode = os.stat(last).st_mode
+    except OSError as e:
+        why = (f'a symlink to {os.readlink(last)}, which does not exist' if isinstance(e, FileNotFoundError) else
+               'a symlink loop' if e.errno == errno.ELOOP else e.strerror)
+        return LaunchError(f'{last} cannot be read ({why}), so the run cannot resume from it; {again}'), None, None
+    if not stat.S_ISREG(mode):
+        return LaunchError(f'{last} is not a regular file, so the run cannot resume from it; {again}'), None, None
+    if not zipfile.is_zipfile(last):
+        remedy = 'move it away to restart the run from its first epoch' if not so_far.done else again
+        return CheckpointError(
+            f'{last} is not a whole checkpoint (no zip directory at its end, as torch.save writes: cut short or '
+            f'corrupt), so the run cannot resume from it; {remedy}, or put back a whole copy'), None, None
+    try:
+        info = read_checkpoint_info(last)
+        other = _same_run(info.args, read_args_yaml(run_dir / ARGS_YAML))
+    except RunFileError as e:
+        return LaunchError(f'the run cannot resume: {e}; {again}'), None, None
+    if other:
+        return LaunchError(f'{last} was saved by another run ({other}): resuming from it would go on with that run; '
+                           f'{again}, or put back its own last.pth.tar'), None, None
+    at = info.next_epoch
+    if at is not None and so_far.epochs and at >= so_far.epochs:
+        return LaunchError(f'{last} is of epoch {epoch_words([at - 1])}, the end of the {so_far.epochs} epochs '
+                           f'train.py runs or past it: resuming would train nothing and leave the run unfinished '
+                           f'(no summary row for epoch {epoch_words(so_far.missing)}); {again}'), None, None
+    lost = [e for e in so_far.missing if at is not None and e < at]
+    if lost:
+        return LaunchError(f'{run_dir}: summary.csv has no row for epoch {epoch_words(lost)}, which {last} (of epoch '
+                           f'{epoch_words([at - 1])}) has passed: resuming cannot write them, and the run would stay '
+                           f'unfinished; {again}, or put back its summary.csv'), None, None
+    return None, str(last), at if at is not None else so_far.done
+
+
+def _stuck(before: Progress, after: Progress) -> bool:
+    """Whether a run that train.py ended with exit status 0 is unfinished without a summary row more than before:
+    a relaunch would do the same for ever."""
+    if after.state != 'unfinished':
+        return False
+    return not after.done if before.state == 'absent' else set(before.missing) <= set(after.missing)
 
 
 def execute(task: Task, env: Optional[Mapping[str, str]] = None, job: Optional[str] = None,
@@ -325,16 +458,12 @@ def execute(task: Task, env: Optional[Mapping[str, str]] = None, job: Optional[s
     if progress.state == 'finished':
         write_record(state_dir, task.name, state='ended', returncode=0, run_dir=task.run_dir)
         return 0
-    last = run_dir / 'last.pth.tar'
-    resume = str(last) if progress.state == 'unfinished' and last.is_file() else None
-    if resume and not zipfile.is_zipfile(last):
-        return _refuse(task, CheckpointError(
-            f'{last} is not a whole checkpoint (no zip directory at its end, as torch.save writes: cut short or '
-            f'corrupt), so the run cannot resume from it; move it away to restart the run from its first epoch, or '
-            f'put back a whole copy'), job)
-    header = _header(task, progress, resume, job)
+    problem, resume, at = _resume_from(task, progress)
+    if problem is not None:
+        return _refuse(task, problem, job)
+    header = _header(task, at, resume, job)
     earlier = read_record(state_dir, task.name).get('resumed') or []
-    resumed = [*earlier, progress.done] if resume else []  # the epochs this run was resumed at
+    resumed = [*earlier, at] if resume else []  # the epochs (from 0) this run was resumed at
     digest = mark_start(Path(task.recipe), run_dir, read_train_args(state_dir) or [])
     with _log(task) as log:
         log.write(header)
@@ -348,5 +477,17 @@ def execute(task: Task, env: Optional[Mapping[str, str]] = None, job: Optional[s
             on_start(proc)
         returncode = proc.wait()
     state = 'ended' if returncode == 0 else 'failed' if returncode > 0 else 'interrupted'
+    try:
+        after = run_progress(run_dir, task.schedule) if returncode == 0 else None
+    except UserInputError:
+        after = None  # a run folder that cannot be read: status names it
+    if after is not None and _stuck(progress, after):  # said, and not started again by every relaunch
+        reason = (f'train.py ended (exit status 0) with the run unfinished, no summary row written (epoch '
+                  f'{after.done} of {after.epochs}; no row for epoch {epoch_words(after.missing)}): a relaunch would '
+                  f'do the same; its log says why')
+        with _log(task) as log:
+            log.write(f'=== {time.strftime("%Y-%m-%d %H:%M:%S")}: failed: {reason}\n')
+        write_record(state_dir, task.name, state='failed', returncode=returncode, reason=reason)
+        return returncode
     write_record(state_dir, task.name, state=state, returncode=returncode)
     return returncode

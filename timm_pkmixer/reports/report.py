@@ -54,7 +54,16 @@ from ..permutation_kinds import PERMUTATION_KINDS
 from ..runs.epochs_csv import read_epochs_csv, write_epochs_csv
 from ..runs.launch_marker import launch_changes
 from ..runs.provenance import ENVIRONMENT_KEYS, NOT_RECORDED, PROVENANCE_JSON, environment_key, read_provenance
-from ..runs.run_folder import SEED_MODEL_ARGS, Run, RunFileError, epoch_ranges, find_runs, read_run
+from ..runs.run_folder import (
+    SEED_MODEL_ARGS,
+    Run,
+    RunFileError,
+    distinct_names,
+    epoch_words,
+    find_runs,
+    read_run,
+    search_runs,
+)
 from ..state_files import write_json, write_text
 from ..sweeps.claims import Claim
 from ..sweeps.sweep_tables import EXPERIMENTS
@@ -306,7 +315,7 @@ _LISTING_RULES = (
           lambda run: run.top1_err if run.finished else None),
     _Rule('unfinished', lambda run, group: not run.finished,
           lambda run, group: f'unfinished: {len(run.required) - len(run.missing)} of {len(run.required)} epochs '
-                             f'(missing {epoch_ranges(run.missing)})',
+                             f'(missing {epoch_words(run.missing)})',
           lambda run: None),
 )
 
@@ -323,34 +332,57 @@ class _Building:
 
 
 def _read_runs(b: _Building) -> None:
-    """Every run under the paths (run folders, folders of them, epochs.csv files); folders that cannot be read."""
+    """Every run under the paths (run folders, folders of them, epochs.csv files), each named apart from every other
+    (its folder relative to the path given, or its name in an epochs.csv, made longer by the folders above where two
+    would be alike: :func:`~timm_pkmixer.runs.run_folder.distinct_names`); symlinked folders followed, each folder
+    read once (what was not read twice is a warning); folders that cannot be read."""
+    folder_paths = [p for p in b.paths if not (Path(p).is_file() and str(p).endswith('.csv'))]
+    found, notes = search_runs(folder_paths)
+    b.report.warnings += [f'{note} (a path given, or a symlink, reaches a folder read already)'
+                          if ' again: read once' in note else note for note in notes]
+    sources: List[Tuple[str, Any]] = []   # in path order: ('csv', runs) or ('folder', FoundRun)
+    done = set()
     for p in b.paths:
         if Path(p).is_file() and str(p).endswith('.csv'):
             _logger.info(f'reading {p}')
-            b.report.runs += read_epochs_csv(Path(p))
+            sources += [('csv', (Path(os.path.abspath(p)).parent, run)) for run in read_epochs_csv(Path(p))]
+        elif str(Path(p)) not in done:
+            done.add(str(Path(p)))
+            sources += [('folder', f) for f in found if f.given == str(Path(p))]
+    names = distinct_names([(x[0], x[1].name) if kind == 'csv' else (x.base, x.name) for kind, x in sources])
+    folders = sum(kind == 'folder' for kind, _ in sources)
+    k = 0
+    for (kind, x), name in zip(sources, names):
+        if kind == 'csv':
+            x[1].name = name
+            b.report.runs.append(x[1])
             continue
-        found = find_runs([p])
-        for i, (folder, name) in enumerate(found):
-            _logger.info(f'{p}: reading run {i + 1}/{len(found)} ({name})')
-            try:
-                run, changed = read_run(folder, name), launch_changes(folder)
-                run.swept = swept_experiment(folder)
-            except RunFileError as e:
-                b.report.unreadable.append((name, str(e).replace(f'{folder}{os.sep}', '')))  # the name says where
-                continue
-            try:
-                run.environment = read_provenance(folder)
-            except RunFileError as e:  # the run is read; what made it is counted as not recorded
-                b.report.warnings.append(f'`{name}`: {str(e).replace(f"{folder}{os.sep}", "")}: its environment is '
-                                         f'counted as {NOT_RECORDED}')
-            if changed:  # `pkmixer launch` ran it from a recipe that has changed since: apart, in no table
-                b.report.listed.append(Listed(name, 'stale', f'stale: its recipe or the train.py arguments of its '
-                                                             f'launch changed since it ran ({", ".join(changed)}): '
-                                                             f'not averaged',
-                                              run.top1_err if run.finished and not run.problems else None))
-                continue
-            b.report.runs.append(run)
-    if not b.report.runs and not b.report.unreadable:
+        k += 1
+        folder = x.folder
+        _logger.info(f'{x.given}: reading run {k}/{folders} ({name})')
+        try:
+            run, changed = read_run(folder, name), launch_changes(folder)
+            run.swept = swept_experiment(folder)
+        except RunFileError as e:
+            b.report.unreadable.append((name, str(e).replace(f'{folder}{os.sep}', '')))  # the name says where
+            continue
+        try:
+            run.environment = read_provenance(folder)
+        except RunFileError as e:  # the run is read; what made it is counted as not recorded
+            b.report.warnings.append(f'`{name}`: {str(e).replace(f"{folder}{os.sep}", "")}: its environment is '
+                                     f'counted as {NOT_RECORDED}')
+        if run.restarts:
+            b.report.warnings.append(f'`{name}`: train.py started over into its folder (summary.csv\'s header again, '
+                                     f'then epoch 1): only the rows of its last start are read, those of the earlier '
+                                     f'start{"s" if run.restarts > 1 else ""} dropped')
+        if changed:  # `pkmixer launch` ran it from a recipe that has changed since: apart, in no table
+            b.report.listed.append(Listed(name, 'stale', f'stale: its recipe or the train.py arguments of its '
+                                                         f'launch changed since it ran ({", ".join(changed)}): '
+                                                         f'not averaged',
+                                          run.top1_err if run.finished and not run.problems else None))
+            continue
+        b.report.runs.append(run)
+    if not b.report.runs and not b.report.unreadable and not b.report.listed:  # every run stale: listed, said
         raise InvalidArgumentError(f'no train.py run folders (with args.yaml) under {", ".join(map(str, b.paths))}')
 
 
@@ -581,7 +613,7 @@ def write_report(report: Report, out_dir: str, figures: bool = True) -> Tuple[Li
                "not the random draws of the uninterrupted run (the data order, augmentation, dropout), so its epochs "
                "after the resume are another sample of the same training, not the same numbers "
                '(docs/training.md, "What a resume reproduces").', '']
-        md += [f'- `{name}`: resumed at epoch {", ".join(map(str, at))}; '
+        md += [f'- `{name}`: resumed at epoch {", ".join(str(e + 1) for e in at)}; '  # epochs as people count
                f'{"averaged" if averaged else "not averaged (listed above)"}' for name, at, averaged in resumed]
     if report.unreadable:
         md += ['', '## Folders that cannot be read', '', 'In no table and no figure (each figure counts them).', '']

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..state_files import read_text, write_text
+from .provenance import check_environment, without_paths
 from .run_folder import RUN_ONLY_KEYS, PathLike, Run, RunFileError, cache_only_keys, check_train_args, make_run
 
 __all__ = ['write_epochs_csv', 'read_epochs_csv']
@@ -41,6 +42,12 @@ def _portable(args: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+def _portable_environment(env: Dict[str, Any]) -> Dict[str, Any]:
+    """A run's environment as epochs.csv keeps it: every absolute path in its text cut to its last component
+    (:func:`.provenance.without_paths`; `pkmixer train` records none, a file written otherwise may)."""
+    return without_paths(env)
+
+
 def write_epochs_csv(runs: Sequence[Run], path: PathLike) -> None:
     """Every run's per-epoch metrics with its configuration, one row per (run, epoch): ``run, seed, model,
     model_kwargs, epoch, <summary.csv columns>, config, read_problems, environment``. ``config`` (on each run's
@@ -60,7 +67,7 @@ def write_epochs_csv(runs: Sequence[Run], path: PathLike) -> None:
     for run in runs:
         head = [run.name, run.seed, run.model, _dump(run.model_kwargs)]
         tail = [_dump(_portable(run.args)), ' | '.join(run.read_problems),
-                _dump(run.environment) if run.environment else '']
+                _dump(_portable_environment(run.environment)) if run.environment else '']
         for i, epoch in enumerate(sorted(run.epochs) or [None]):
             row = run.epochs.get(epoch, {}) if epoch is not None else {}
             writer.writerow([*head, '' if epoch is None else epoch,
@@ -70,7 +77,8 @@ def write_epochs_csv(runs: Sequence[Run], path: PathLike) -> None:
 
 
 def _environment(where: str, line: Dict[str, str]) -> Optional[Dict[str, Any]]:
-    """The run's environment of its first line (None: not recorded, or a file from before the column)."""
+    """The run's environment of its first line (None: not recorded, or a file from before the column), its keys'
+    types checked (:func:`.provenance.check_environment`: a commit that is a number is named, not a crash)."""
     text = line.get(ENVIRONMENT) or ''
     if not text:
         return None
@@ -78,9 +86,11 @@ def _environment(where: str, line: Dict[str, str]) -> Optional[Dict[str, Any]]:
         env = json.loads(text)
     except json.JSONDecodeError as e:
         raise RunFileError(f'{where}: column {ENVIRONMENT} is not JSON ({e.msg} at character {e.pos + 1})') from None
-    if not isinstance(env, dict):
-        raise RunFileError(f'{where}: column {ENVIRONMENT} of run {line["run"]!r} is not a JSON object')
-    return env
+
+    def problem(why: str) -> RunFileError:
+        what = 'a JSON object' if why == 'not a JSON object' else f'an environment `pkmixer train` records ({why})'
+        return RunFileError(f'{where}: column {ENVIRONMENT} of run {line["run"]!r} is not {what}')
+    return check_environment(env, problem)
 
 
 def _epochs_line(path: Path, lineno: int, line: Dict[str, str], first: bool) -> Tuple[Optional[Dict], Optional[int],

@@ -7,13 +7,21 @@ writes them:
 * **args.yaml** (:func:`read_args_yaml`): read by :func:`~timm_pkmixer.state_files.load_yaml` (safe,
   aliases bounded); ``model_kwargs`` must be a mapping (:func:`check_train_args`).
 * **summary.csv** (:func:`read_summary`): the header comes again after ``--resume`` into the same folder and an
-  epoch may be written more than once (resumed from an earlier checkpoint): the last row written for an epoch wins.
+  epoch may be written more than once (resumed from an earlier checkpoint): a start of train.py writes over every
+  row of the epochs it runs, so the first row after a repeated header at epoch k drops the earlier rows of epochs
+  k and later (an abandoned start's); at epoch 0 it is a restart, not a resume (:attr:`Summary.restarts`).
   A row with a wrong field count, an empty cell, a value that is not a number or a non-integer epoch is a fault,
   named by line and column, and not used.
 * **a run** (:func:`read_run`, :class:`Run`): its arguments, its epochs, the epochs train.py schedules
   (:func:`scheduled_epochs`: timm's ``create_scheduler_v2``, as train.py counts them) and what keeps it from being a
   measurement (:func:`row_problem`: a top-1 outside [0, 100] or a non-finite value; a seed outside train.py's range);
   :func:`run_state`: finished, unfinished (epoch k of n), failed or not started.
+* **the run folders under a path** (:func:`search_runs`): symlinked folders followed, each folder read once, named
+  apart (:func:`distinct_names`); **a checkpoint's epoch and arguments** (:func:`read_checkpoint_info`), read
+  without running its code.
+
+Epochs are numbered as train.py numbers them (from 0: summary.csv's ``epoch``) in the data, and as people count them
+(from 1: :func:`epoch_words`) in every sentence: "epoch 1" is the first epoch, summary.csv's epoch 0.
 
 The package's own files about runs are written and read where they are made: the report's ``epochs.csv`` in
 :mod:`~timm_pkmixer.runs.epochs_csv`, a sweep's ``sweep.json`` by the sweep writer.
@@ -24,6 +32,7 @@ Every refusal is a :class:`RunFileError` naming the file (and the line and colum
 """
 import csv
 import errno
+import hashlib
 import io
 import json
 import math
@@ -41,7 +50,8 @@ __all__ = ['ARGS_YAML', 'SUMMARY_CSV', 'CHECKPOINTS', 'RUN_ONLY_KEYS', 'SEED_MOD
            'cache_only_keys',
            'PathLike', 'RunFileError', 'read_args_yaml', 'check_train_args', 'Summary', 'read_summary', 'row_problem',
            'scheduled_epochs', 'Run', 'make_run', 'read_run', 'find_runs', 'find_checkpoint', 'RunState', 'run_state',
-           'epoch_ranges', 'LastEpoch', 'last_epoch', 'SCHEDULE_KEYS', 'schedule_record', 'run_state_with_schedule']
+           'epoch_ranges', 'epoch_words', 'LastEpoch', 'last_epoch', 'SCHEDULE_KEYS', 'schedule_record',
+           'run_state_with_schedule', 'search_runs', 'distinct_names', 'CheckpointInfo', 'read_checkpoint_info']
 
 ARGS_YAML, SUMMARY_CSV = 'args.yaml', 'summary.csv'
 CHECKPOINTS = ('last.pth.tar', 'model_best.pth.tar')  # train.py's checkpoints of a run, the one taken first
@@ -81,6 +91,13 @@ class RunFileError(InvalidArgumentError):
 
 # ------------------------------------------------------------------------------------------------- args.yaml
 
+def _link_why(path: Path) -> str:
+    """Why `path`, which opening did not find, cannot be read: a symlink to nothing (its target named), or no file."""
+    if os.path.islink(path):
+        return f'a symlink to {os.readlink(path)}, which does not exist'
+    return 'No such file or directory'
+
+
 def check_train_args(args: Dict[str, Any], source: str) -> Dict[str, Any]:
     """`args` (train.py's arguments, read from `source`) if its ``model_kwargs`` is a mapping (or none), as train.py's
     ``--model-kwargs k=v …`` makes it; else a :class:`RunFileError` naming `source`."""
@@ -102,7 +119,7 @@ def read_args_yaml(path: PathLike) -> Dict[str, Any]:
     try:
         text = read_text(path, lambda why: RunFileError(f'{path}: cannot be read ({why})'), limit=None)
         if text is None:
-            raise RunFileError(f'{path}: cannot be read (No such file or directory)')
+            raise RunFileError(f'{path}: cannot be read ({_link_why(path)})')
         args = load_yaml(text)
     except yaml.YAMLError as e:
         raise RunFileError(f'{path}: not a train.py args.yaml that can be read safely ({yaml_reason(e)})') from e
@@ -125,6 +142,7 @@ class Summary:
     columns: Tuple[str, ...]         # every column of every header, in first-seen order (``epoch`` first)
     faults: Tuple[str, ...] = ()     # 'line 3: …', one per row not used
     resumed_at: Tuple[int, ...] = ()  # the epoch of the first row after each repeated header (a --resume)
+    restarts: int = 0                # repeated headers whose first row is epoch 0: train.py started over, no resume
 
     def curves(self) -> Dict[str, List[float]]:
         """Every column (``epoch`` included) over the epochs present in epoch order; NaN where a row lacks it."""
@@ -168,6 +186,7 @@ def read_summary(path: PathLike) -> Summary:
     faults: List[str] = []
     header: Optional[List[str]] = None
     resumed_at: List[int] = []
+    restarts = 0
     resumed = False
     try:
         text = read_text(path, lambda why: _not_a_summary(path, f': {why}'), limit=None)
@@ -189,23 +208,26 @@ def read_summary(path: PathLike) -> Summary:
                 faults.append(fault)
                 continue
             epoch = int(row.pop('epoch'))
-            epochs[epoch], lines[epoch] = row, lineno
-            if resumed:
-                resumed_at.append(epoch)
+            if resumed:  # a new start of train.py runs every epoch from this one: the rows of an earlier start go
+                for e in [e for e in epochs if e >= epoch]:
+                    del epochs[e], lines[e]
+                resumed_at = [e for e in resumed_at if e < epoch] + ([epoch] if epoch else [])
+                restarts += epoch == 0
                 resumed = False
+            epochs[epoch], lines[epoch] = row, lineno
     except csv.Error as e:
         raise _not_a_summary(path, f': not a CSV file ({e})') from None
-    return Summary(path, epochs, lines, tuple(columns), tuple(faults), tuple(resumed_at))
+    return Summary(path, epochs, lines, tuple(columns), tuple(faults), tuple(resumed_at), restarts)
 
 
 def row_problem(epoch: int, row: Dict[str, float]) -> str:
-    """Why a summary row is not a measurement ('' if it is one): a non-finite value, a top-1 or top-5 outside
-    [0, 100]."""
+    """Why a summary row is not a measurement ('' if it is one): a non-finite value (NaN, ±inf, or a number past a
+    float's range, such as 1e400), a top-1 or top-5 outside [0, 100]. `epoch`: summary.csv's (from 0)."""
     bad = [k for k, v in row.items() if not math.isfinite(v)]
     if bad:
-        return f'non-finite {", ".join(bad)} at epoch {epoch}'
+        return f'non-finite {", ".join(f"{k} ({row[k]})" for k in bad)} at epoch {epoch_words([epoch])}'
     out = [f'{k} = {row[k]:g}' for k in _TOP1_KEYS if k in row and not 0. <= row[k] <= 100.]
-    return f'{", ".join(out)} at epoch {epoch} is outside [0, 100]' if out else ''
+    return f'{", ".join(out)} at epoch {epoch_words([epoch])} is outside [0, 100]' if out else ''
 
 
 # ------------------------------------------------------------------------------------------------- one run
@@ -246,6 +268,8 @@ class Run:
     swept: Optional[str] = None             # the experiment its sweep named (`pkmixer sweep`), if launched from one
     environment: Optional[Dict[str, Any]] = None  # what made it (its pkmixer_env.json: runs/provenance.py), if recorded
     resumed_at: Tuple[int, ...] = ()        # the epochs it was resumed at (train.py's --resume; summary.csv says)
+    restarts: int = 0                       # times train.py started over into its folder (summary.csv says)
+    value_problems: List[str] = field(default_factory=list)  # of problems, those of its values: resuming cannot mend
 
     @property
     def model(self) -> str:
@@ -300,8 +324,15 @@ class Run:
         args['model_kwargs'] = {k: v for k, v in self.model_kwargs.items() if k not in SEED_MODEL_ARGS}
         return args
 
+    @property
+    def past_schedule(self) -> List[int]:
+        """The epochs summary.csv has a row for that train.py does not run with these arguments (another schedule
+        wrote them)."""
+        return sorted(e for e in self.epochs if self.scheduled and e >= self.scheduled)
+
     def check(self) -> None:
-        """Fill :attr:`problems`: faults of the file, the seed and the values (not the completeness)."""
+        """Fill :attr:`problems`: faults of the file, the seed and the values, rows past the schedule (not the
+        completeness); and :attr:`value_problems`, those of the values and rows past the schedule."""
         self.problems = list(self.read_problems)
         seed = self.seed
         if isinstance(seed, bool) or not isinstance(seed, int):
@@ -311,10 +342,14 @@ class Run:
         if self.epochs and not any('eval_top1' in r for r in self.epochs.values()):
             self.problems.append('summary.csv has no eval_top1 (the run was not validated)')
         elif self.finished and 'eval_top1' not in self.epochs[self.last_epoch]:
-            self.problems.append(f'summary.csv has no eval_top1 at the last epoch ({self.last_epoch})')
+            self.problems.append(f'summary.csv has no eval_top1 at the last epoch ({epoch_words([self.last_epoch])})')
         problem = next(filter(None, (row_problem(e, self.epochs[e]) for e in sorted(self.epochs))), '')
-        if problem:
-            self.problems.append(problem)
+        self.value_problems = [problem] if problem else []  # a diverged run resumed stays diverged
+        if self.past_schedule:
+            self.value_problems.append(f'summary.csv has rows past the {self.scheduled} epochs train.py runs with '
+                                       f'these arguments (epoch {epoch_words(self.past_schedule)}): another schedule '
+                                       f'wrote them')
+        self.problems += self.value_problems
 
 
 def make_run(name: str, args: Dict[str, Any], epochs: Dict[int, Dict[str, float]], read_problems: List[str]) -> Run:
@@ -344,38 +379,45 @@ def read_run(path: PathLike, name: Optional[str] = None) -> Run:
     epochs: Dict[int, Dict[str, float]] = {}
     problems: List[str] = []
     resumed_at: Tuple[int, ...] = ()
-    if (path / SUMMARY_CSV).is_file():
+    restarts = 0
+    if os.path.lexists(path / SUMMARY_CSV):
         try:
             summary = read_summary(path / SUMMARY_CSV)
             epochs, problems = summary.epochs, [f'{SUMMARY_CSV}, {f}' for f in summary.faults]
-            resumed_at = summary.resumed_at
+            resumed_at, restarts = summary.resumed_at, summary.restarts
         except RunFileError as e:
             problems = [str(e).replace(f'{path}{os.sep}', '')]
+        except FileNotFoundError:
+            problems = [f'{SUMMARY_CSV} is {_link_why(path / SUMMARY_CSV)}']
         except OSError as e:
             problems = [f'{SUMMARY_CSV} cannot be read ({e.strerror or e})']
     run = make_run(name or path.name, args, epochs, problems)
-    run.resumed_at = resumed_at
+    run.resumed_at, run.restarts = resumed_at, restarts
     return run
 
 
 @dataclass(frozen=True)
 class LastEpoch:
-    """A run folder's last summary row as `pkmixer status` and `pkmixer launch` show it: its `epoch`, the metric
-    train.py optimises (``--eval-metric``, default ``top1``: `metric` and its `value`), ``eval_loss`` and
-    ``train_loss`` (NaN when the row lacks them), and the epochs it was resumed at."""
+    """A run folder's last summary row as `pkmixer status` and `pkmixer launch` show it: its `epoch` (summary.csv's,
+    from 0), the metric train.py optimises (``--eval-metric``, default ``top1``: `metric` and its `value`),
+    ``eval_loss`` and ``train_loss`` (None when the row lacks them; NaN or ±inf as written), the epochs it was
+    resumed at and whether train.py started over into its folder."""
     epoch: int
     metric: str
-    value: float
-    eval_loss: float
-    train_loss: float
+    value: Optional[float]
+    eval_loss: Optional[float]
+    train_loss: Optional[float]
     resumed_at: Tuple[int, ...] = ()
+    restarted: bool = False
 
     def describe(self) -> str:
-        """``epoch 1: top1 86.16, eval_loss 0.4120, train_loss 0.3557``."""
+        """``epoch 2: top1 86.16, eval_loss 0.4120, train_loss 0.3557`` (the epoch as people count it: the second);
+        a value that is not a number is said as it is (``eval_loss nan``, ``top1 inf``), never left out."""
         values = [(self.metric, self.value), ('eval_loss', self.eval_loss), ('train_loss', self.train_loss)]
         shown = ', '.join(f'{k} {v:.4f}' if 'loss' in k else f'{k} {v:.2f}' for k, v in dict(values).items()
-                          if math.isfinite(v))
-        return f'epoch {self.epoch}: {shown}' if shown else f'epoch {self.epoch}'
+                          if v is not None)
+        epoch = epoch_words([self.epoch])
+        return f'epoch {epoch}: {shown}' if shown else f'epoch {epoch}'
 
 
 def last_epoch(folder: PathLike) -> Optional[LastEpoch]:
@@ -392,22 +434,98 @@ def last_epoch(folder: PathLike) -> Optional[LastEpoch]:
     epoch = max(summary.epochs)
     row = summary.epochs[epoch]
     metric = str(args.get('eval_metric') or 'top1')
-    return LastEpoch(epoch, metric, row.get(f'eval_{metric}', math.nan), row.get('eval_loss', math.nan),
-                     row.get('train_loss', math.nan), summary.resumed_at)
+    return LastEpoch(epoch, metric, row.get(f'eval_{metric}'), row.get('eval_loss'), row.get('train_loss'),
+                     summary.resumed_at, summary.restarts > 0)
 
 
-def find_runs(paths: Sequence[PathLike]) -> List[Tuple[Path, str]]:
-    """(run folder, name) for each path that holds an args.yaml, or every folder below it that does; the name is the
-    folder relative to the path given (its own name for a run folder given directly)."""
-    found: List[Tuple[Path, str]] = []
+@dataclass(frozen=True)
+class FoundRun:
+    """A run folder found under a path given: `folder` as reached (through any symlink), `base` (the folder whose
+    components name it apart from another of the same name: the path given, or its parent for a run folder given
+    itself) and `name` (relative to the path given; its own name for a run folder given itself)."""
+    folder: Path
+    base: Path
+    name: str
+    given: str = ''   # the path it was found at or under, as given
+
+
+def search_runs(paths: Sequence[PathLike]) -> Tuple[List[FoundRun], List[str]]:
+    """Every run folder (a folder with an entry named args.yaml, whatever it is: a run whose args.yaml cannot be
+    read is still found, to be named) at or under `paths`, each once, in path order, and notes on what was not
+    read: symlinked folders are followed, but a second path to a folder already read (two paths given that
+    overlap, a symlink to a run folder found another way, a symlink loop) is read once and said; a folder that
+    cannot be listed is said.
+
+    Raises:
+        FileNotFoundError: a path that does not exist.
+    """
+    found: List[FoundRun] = []
+    notes: List[str] = []
+    seen: Dict[str, str] = {}   # real path → how it was first reached (for people)
     for p in map(Path, paths):
         if not p.exists():
             raise FileNotFoundError(2, 'no such run folder', str(p))
-        if (p / ARGS_YAML).is_file():
-            found.append((p, p.name))
-        else:
-            found += [(a.parent, a.parent.relative_to(p).as_posix()) for a in sorted(p.rglob(ARGS_YAML))]
-    return found
+        base = Path(os.path.abspath(p))
+        if os.path.lexists(p / ARGS_YAML):
+            real = os.path.realpath(p)
+            if real in seen:
+                notes.append(f'{p} is {seen[real]} again: read once')
+            else:
+                seen[real] = str(p)
+                found.append(FoundRun(p, base.parent, p.name, str(p)))
+            continue
+        here: List[FoundRun] = []
+
+        def unlisted(error: OSError, root: Path = p) -> None:
+            notes.append(f'{Path(error.filename or root)} cannot be listed ({error.strerror or error}): its runs are '
+                         f'not read')
+        for dirpath, dirnames, _ in os.walk(p, onerror=unlisted, followlinks=True):
+            dirnames.sort()
+            real = os.path.realpath(dirpath)
+            above = Path(os.path.realpath(os.path.dirname(dirpath)))
+            if os.path.islink(dirpath) and (Path(real) == above or Path(real) in above.parents):
+                notes.append(f'{dirpath} is a symlink to a folder above it (a loop): not followed')
+                dirnames[:] = []
+                continue
+            if real in seen:
+                notes.append(f'{dirpath} is {seen[real]} again: read once')
+                dirnames[:] = []
+                continue
+            seen[real] = dirpath
+            if os.path.lexists(os.path.join(dirpath, ARGS_YAML)) and Path(dirpath) != p:
+                here.append(FoundRun(Path(dirpath), base, Path(dirpath).relative_to(p).as_posix(), str(p)))
+        found += sorted(here, key=lambda f: Path(f.name).parts)
+    return found, notes
+
+
+def distinct_names(entries: Sequence[Tuple[Path, str]]) -> List[str]:
+    """A name per (base, name), each unique: a name that several share is prefixed with its base's folders, nearest
+    first, one more at a time, until it is unique (``x/run`` and ``y/run`` given: ``x/run``, ``y/run``; two
+    ``runs/a`` under ``p/runs`` and ``q/runs``: ``p/runs/a``, ``q/runs/a``); names that are already unique stay."""
+    names = [name for _, name in entries]
+    depth = [0] * len(entries)
+    while True:
+        counts: Dict[str, int] = {}
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+        grow = [i for i, name in enumerate(names) if counts[name] > 1
+                and depth[i] < len([c for c in entries[i][0].parts if c != entries[i][0].anchor])]
+        if not grow:
+            return names
+        for i in grow:
+            depth[i] += 1
+            base, name = entries[i]
+            parts = [c for c in base.parts if c != base.anchor]
+            names[i] = '/'.join([*parts[len(parts) - depth[i]:], name])
+
+
+def find_runs(paths: Sequence[PathLike]) -> List[Tuple[Path, str]]:
+    """(run folder, name) for each path that holds an args.yaml, or every folder below it that does, symlinked
+    folders followed, each folder once (:func:`search_runs`); the name is the folder relative to the path given
+    (its own name for a run folder given directly), made longer where two would be alike (:func:`distinct_names`)."""
+    found, _ = search_runs(paths)
+    names = distinct_names([(f.base, f.name) for f in found])
+    return [(f.folder, name) for f, name in zip(found, names)]
 
 
 def find_checkpoint(path: PathLike) -> Path:
@@ -429,15 +547,67 @@ def find_checkpoint(path: PathLike) -> Path:
 
 
 @dataclass(frozen=True)
+class CheckpointInfo:
+    """What a train.py checkpoint says of itself: the `epoch` it was saved after (from 0), the epoch train.py resumes
+    at (`next_epoch`: timm's ``resume_checkpoint``, one past a checkpoint of version 2 or later, as train.py's
+    CheckpointSaver writes them) and the train.py arguments saved with it (`args`; None when none were)."""
+    epoch: Optional[int]
+    next_epoch: Optional[int]
+    args: Optional[Dict[str, Any]]
+
+
+def read_checkpoint_info(path: PathLike) -> CheckpointInfo:
+    """A train.py checkpoint's :class:`CheckpointInfo`, read as ``torch.load(weights_only=True)`` reads it (no code
+    run; train.py's arguments, an ``argparse.Namespace``, allowed; the tensors mapped, not read).
+
+    Raises:
+        RunFileError: not a regular file, or not a checkpoint that can be read so (named, with torch's reason).
+    """
+    import argparse
+    import pickle
+    import stat
+
+    import torch
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        why = _link_why(path) if isinstance(e, FileNotFoundError) else e.strerror
+        raise RunFileError(f'{path}: cannot be read ({why})') from None
+    if not stat.S_ISREG(mode):
+        raise RunFileError(f'{path}: not a regular file')
+    try:
+        with torch.serialization.safe_globals([argparse.Namespace]):
+            checkpoint = torch.load(str(path), map_location='cpu', weights_only=True, mmap=True)
+    except (pickle.UnpicklingError, RuntimeError, ValueError, OSError, EOFError, AttributeError, TypeError) as e:
+        why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise RunFileError(f'{path}: not a train.py checkpoint that can be read safely ({why})') from None
+    if not isinstance(checkpoint, dict):
+        raise RunFileError(f'{path}: holds a {type(checkpoint).__name__}, not the mapping train.py saves')
+    epoch, version = checkpoint.get('epoch'), checkpoint.get('version')
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        epoch = None
+    following = None if epoch is None else epoch + 1 if isinstance(version, int) and version > 1 else epoch
+    args = checkpoint.get('args')
+    args = vars(args) if isinstance(args, argparse.Namespace) else args if isinstance(args, dict) else None
+    return CheckpointInfo(epoch, following, args)
+
+
+@dataclass(frozen=True)
 class RunState:
     """Where a run folder stands. `status`: one of :data:`RUN_STATUSES`; `epochs_done`: the epochs train.py has
     finished as far as summary.csv says (its last epoch + 1); `epochs_scheduled`: the epochs train.py runs
-    (0: unknown); `reason`: why it failed or what is missing ('' when finished or not started)."""
+    (0: unknown); `reason`: why it failed or what is missing ('' when finished or not started); `missing`: the
+    epochs (from 0) train.py writes a row for that summary.csv lacks; `resumable`: whether resuming the run can
+    mend what failed (a file's faults, an args.yaml train.py writes again) or not (its values: a diverged run, rows
+    past the schedule, a seed train.py refuses)."""
     folder: Path
     status: str
     epochs_done: int = 0
     epochs_scheduled: int = 0
     reason: str = ''
+    missing: Tuple[int, ...] = ()
+    resumable: bool = True
 
     def __str__(self) -> str:
         if self.status == 'finished':
@@ -452,23 +622,29 @@ def run_state(folder: PathLike) -> RunState:
     unfinished (epoch k of n), failed (args.yaml unreadable, a summary.csv fault, a non-finite or impossible value,
     a bad seed: :attr:`Run.problems`) or not started (no args.yaml yet). Never raises for the folder's content."""
     folder = Path(folder)
-    if not (folder / ARGS_YAML).is_file():
+    if not os.path.lexists(folder / ARGS_YAML):
         return RunState(folder, 'not started', reason=f'no {ARGS_YAML} in {folder}')
     try:
         run = read_run(folder)
     except RunFileError as e:
         return RunState(folder, 'failed', reason=str(e))
+    return _state_of(folder, run)
+
+
+def _state_of(folder: Path, run: Run) -> RunState:
     done = max(run.epochs) + 1 if run.epochs else 0
+    missing = tuple(run.missing)
     if run.problems:
-        return RunState(folder, 'failed', done, run.scheduled, '; '.join(run.problems))
+        return RunState(folder, 'failed', done, run.scheduled, '; '.join(run.problems), missing,
+                        resumable=not run.value_problems)
     if run.finished:
         return RunState(folder, 'finished', done, run.scheduled)
-    from_to = epoch_ranges(run.missing)
-    return RunState(folder, 'unfinished', done, run.scheduled, f'no summary row for epoch {from_to}')
+    return RunState(folder, 'unfinished', done, run.scheduled, f'no summary row for epoch {epoch_words(missing)}',
+                    missing)
 
 
 def epoch_ranges(epochs: Sequence[int]) -> str:
-    """[3, 4, 5, 9] → '3–5, 9'."""
+    """[3, 4, 5, 9] → '3–5, 9' (the numbers as given: :func:`epoch_words` says summary.csv's epochs to people)."""
     out, start = [], None
     for i, e in enumerate(epochs):
         if start is None:
@@ -477,6 +653,11 @@ def epoch_ranges(epochs: Sequence[int]) -> str:
             out.append(f'{start}' if start == e else f'{start}–{e}')
             start = None
     return ', '.join(out)
+
+
+def epoch_words(epochs: Sequence[int]) -> str:
+    """summary.csv's epochs (from 0) as people count them (from 1), as ranges: [0, 1, 2, 5] → '1–3, 6'."""
+    return epoch_ranges([e + 1 for e in epochs])
 
 
 # the train.py arguments that its epoch count reads (timm's scheduler_kwargs and the loop's start)
@@ -490,24 +671,31 @@ def _canonical(value: Any) -> Any:
 
 # ------------------------------------------------------------------------------------------------- schedules
 
+def _schedule_digest(record: Dict[str, Any]) -> str:
+    text = json.dumps([record.get('args'), record.get('epochs'), record.get('required')], sort_keys=True)
+    return hashlib.sha256(text.encode('utf-8')).hexdigest()
+
+
 def schedule_record(args: Dict[str, Any]) -> Dict[str, Any]:
     """train.py's epoch count for `args` (:func:`scheduled_epochs`: imports torch and timm) with the arguments it
-    was computed from (:data:`SCHEDULE_KEYS`), as JSON, for :func:`run_state_with_schedule`."""
+    was computed from (:data:`SCHEDULE_KEYS`) and the digest of the three, as JSON, for
+    :func:`run_state_with_schedule`."""
     epochs, required = scheduled_epochs(args)
-    return dict(args=_canonical({k: args.get(k) for k in SCHEDULE_KEYS}), epochs=epochs,
-                required=list(required))
+    record = dict(args=_canonical({k: args.get(k) for k in SCHEDULE_KEYS}), epochs=epochs, required=list(required))
+    return {**record, 'digest': _schedule_digest(record)}
 
 
 def run_state_with_schedule(folder: PathLike, schedule: Dict[str, Any]) -> Optional[RunState]:
     """:func:`run_state` without importing torch or timm: train.py's epoch count taken from `schedule`
-    (:func:`schedule_record`). None when the folder's args.yaml has other scheduler arguments than `schedule` was
+    (:func:`schedule_record`). None when `schedule` is not one :func:`schedule_record` wrote (its digest does not
+    match: edited, or from before the digest), the folder's args.yaml has other scheduler arguments than it was
     computed for, or cannot be read: ask :func:`run_state` then."""
     folder = Path(folder)
-    if not (folder / ARGS_YAML).is_file():
+    if not os.path.lexists(folder / ARGS_YAML):
         return RunState(folder, 'not started', reason=f'no {ARGS_YAML} in {folder}')
     epochs_scheduled, required = schedule.get('epochs'), schedule.get('required')
     if not isinstance(epochs_scheduled, int) or not isinstance(required, list) or \
-            not all(isinstance(e, int) for e in required):
+            not all(isinstance(e, int) for e in required) or schedule.get('digest') != _schedule_digest(schedule):
         return None  # not what schedule_record writes
     try:
         args = read_args_yaml(folder / ARGS_YAML)
@@ -517,17 +705,14 @@ def run_state_with_schedule(folder: PathLike, schedule: Dict[str, Any]) -> Optio
         return None
     epochs: Dict[int, Dict[str, float]] = {}
     problems: List[str] = []
-    if (folder / SUMMARY_CSV).is_file():
+    if os.path.lexists(folder / SUMMARY_CSV):
         try:
             summary = read_summary(folder / SUMMARY_CSV)
             epochs, problems = summary.epochs, [f'{SUMMARY_CSV}, {f}' for f in summary.faults]
+        except FileNotFoundError:
+            problems = [f'{SUMMARY_CSV} is {_link_why(folder / SUMMARY_CSV)}']
         except (RunFileError, OSError) as e:
             problems = [str(e)]
     run = Run(folder.name, args, epochs, epochs_scheduled, tuple(required), read_problems=problems)
     run.check()
-    done = max(epochs) + 1 if epochs else 0
-    if run.problems:
-        return RunState(folder, 'failed', done, run.scheduled, '; '.join(run.problems))
-    if run.finished:
-        return RunState(folder, 'finished', done, run.scheduled)
-    return RunState(folder, 'unfinished', done, run.scheduled, f'no summary row for epoch {epoch_ranges(run.missing)}')
+    return _state_of(folder, run)
