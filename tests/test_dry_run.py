@@ -297,6 +297,32 @@ def test_a_dataset_to_download_is_checked_by_what_is_known_of_it(work, cli):
     assert not (work / 'c10').exists()  # nothing downloaded
 
 
+def test_what_a_download_brings_is_checked_before_the_run_folder(work, cli, monkeypatch):
+    """Fashion-MNIST to be downloaded: its size is not known before, so a batch larger than the downloaded training set
+    passes the dry run and stops the run after the download, before train.py starts (the download stood in for by 64
+    images written where torchvision puts them)."""
+    from timm_pkmixer.data import datasets
+
+    def download(source):
+        raw = Path(source.root) / 'FashionMNIST' / 'raw'
+        raw.mkdir(parents=True)
+        for name, (split, kind, _) in FASHION_MNIST_FILES.items():
+            (raw / name).write_bytes(_idx(kind, 64 if split == 'train' else 16))
+
+    monkeypatch.setattr(datasets, 'fetch_data', download)
+    argv = ['--dataset', 'torch/fashion_mnist', '--dataset-download', '--data-dir', work / 'fm', *ONE_CHANNEL,
+            '-b', '100']
+    code, out, err = train(cli, work, *argv)
+    assert code == 0, err
+    assert ('[pkmixer] data: dataset torch/fashion_mnist: not there yet; known: 28×28 L images (1 channel), 10 '
+            'classes; its images checked once downloaded, before train.py starts') in out.splitlines()
+    code, out, err = train(cli, work, *argv, dry=False)
+    assert code == 2 and err == ('pkmixer train: error: dataset torch/fashion_mnist: 64 training images, fewer than '
+                                 'one batch of 100: train.py drops an incomplete last batch, so the run would make no '
+                                 'step. Give -b/--batch-size 64 or fewer, or more images\n')
+    assert not (work / 'runs').exists()
+
+
 # ------------------------------------------------------------------------------------------------------ train.py
 
 def test_the_plan_says_which_train_py_it_is(work, cli):

@@ -110,10 +110,9 @@ def named_dataset_classes(name: str, root: Optional[str] = None, split: str = 't
 @functools.lru_cache(maxsize=16)
 def _torchvision_present(name: str, root: str, split: str) -> Optional[bool]:
     """Whether torchvision finds `name` in `root` without downloading (None: it cannot tell); asked once per process
-    (`pkmixer launch` plans every recipe of a sweep, most on one dataset)."""
-    from timm.data import create_dataset
+    (`pkmixer launch` plans every recipe of a sweep, most on one dataset; `pkmixer train` then checks what it read)."""
     try:
-        create_dataset(name, root=root or None, split=split, download=False)
+        _torch_split(name, root, split)
     except RuntimeError:  # torchvision: "Dataset not found or corrupted. You can use download=True …"
         return False
     except Exception:  # noqa: BLE001  (anything else: train.py will report it)
@@ -397,11 +396,16 @@ def _check_torchvision(source: DataSource, needs: DataNeeds) -> DataCheck:
         if not source.download:
             return DataCheck(tuple(problems + [source.describe().replace('dataset: ', f'dataset {source.name}: ', 1)]),
                              ())
-        if known:  # not there yet: what is known of it, checked again once it is downloaded
-            mode, count, side = known
-            problems += _channel_problem(f'dataset {source.name}', mode, (side, side), needs)
-            problems += _class_problem(f'dataset {source.name}', [f'{i}' for i in range(count)], needs)
-        return DataCheck(tuple(problems), ())
+        after = 'checked once downloaded, before train.py starts'
+        if not known:
+            return DataCheck(tuple(problems), (f'data: dataset {source.name}: not there yet, its images and classes '
+                                               f'{after}',))
+        mode, count, side = known  # what is known of it now, all of it checked again once it is downloaded
+        problems += _channel_problem(f'dataset {source.name}', mode, (side, side), needs)
+        problems += _class_problem(f'dataset {source.name}', [f'{i}' for i in range(count)], needs)
+        return DataCheck(tuple(problems), (f'data: dataset {source.name}: not there yet; known: {side}×{side} {mode} '
+                                           f'images ({_plural(_bands(mode), "channel")}), {count} classes; its images '
+                                           f'{after}',))
     try:
         train = _torch_split(source.name, source.root, source.splits[0])
         val = _torch_split(source.name, source.root, source.splits[1]) if source.splits[1] else None
