@@ -556,29 +556,26 @@ def test_no_aug_recipes_train_on_the_images_as_they_are(path):
 
 def test_fashion_mnist_fig7_header_says_its_curves_still_fall_at_15_epochs():
     """fashion_mnist/s_mixer_fig7's header gives the slopes of its committed 15-epoch runs (rp_c4crop/, rows a1 and
-    f of docs/findings.md): each arm's drift, the mean change per epoch of its mean error curve over the last epochs,
-    and the standard error of its last epoch, as benchmarks/fashion_mnist/findings.py computes them."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location('findings', ROOT / 'benchmarks' / 'fashion_mnist' / 'findings.py')
-    findings = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(findings)
+    f of docs/findings.md) by the package's flatness rule (timm_pkmixer/reports/verdicts.py): each arm's least-squares
+    slope over the third quarter of the schedule against the seeds' SD pooled over the four arms."""
+    from timm_pkmixer.reports.report import build_report
+    from timm_pkmixer.reports.verdicts import arm_of_point, flatness, pooled_sd
     path = RECIPES / 'fashion_mnist' / 's_mixer_fig7.yaml'
-    header = recipe_header(path)
     number = r'(\d\.\d\d)'
-    m = stated(rf'over the last {findings.FLAT_EPOCHS} epochs the normal S-Mixers\' mean test error fell {number} '
-               rf'\(L = 4\) and {number} \(L = 8\) points an epoch, more than the standard error of their last '
-               rf'epoch \({number}, {number}\); the RP ones\' {number} and {number}, within theirs '
-               rf'\({number}, {number}\)', header, path)
-    said = [float(x) for x in m.groups()]
-    arms = findings.arms('rp_c4crop')
-    flat = {(p, L): findings.flatness(arms[f'depth_L{L}_{p}']) for p in ('normal', 'random') for L in (4, 8)}
-    assert all(f.epochs == load_recipe(str(path))['epochs'] for f in flat.values())
-    assert [f'{x:.2f}' for x in said] == [
-        f'{v:.2f}' for v in (-flat['normal', 4].drift, -flat['normal', 8].drift, flat['normal', 4].se,
-                             flat['normal', 8].se, -flat['random', 4].drift, -flat['random', 8].drift,
-                             flat['random', 4].se, flat['random', 8].se)]
-    assert flat['normal', 4].moving and flat['normal', 8].moving  # still falling: beyond their standard errors
-    assert not flat['random', 4].moving and not flat['random', 8].moving
+    m = stated(rf'over the third quarter of the schedule \(epochs (\d+)-(\d+)\) the normal S-Mixers\' mean test '
+               rf'error fell {number} \(L = 4\) and {number} \(L = 8\) points an epoch, the RP ones\' {number} and '
+               rf'{number}, each more than the seeds\' SD of the last epoch pooled over the four arms \({number}\)',
+               recipe_header(path), path)
+    report = build_report([str(ROOT / 'benchmarks' / 'fashion_mnist' / 'rp_c4crop' / 'epochs.csv')])
+    arms = {p.point: arm_of_point(p) for p in report.points}
+    scale, _ = pooled_sd(list(arms.values()))
+    flat = {(p, L): flatness(arms[f'depth_L{L}_{p}'], scale) for p in ('normal', 'random') for L in (4, 8)}
+    assert {a.scheduled for a in arms.values()} == {load_recipe(str(path))['epochs']}
+    assert [int(x) for x in m.groups()[:2]] == list(flat['normal', 4].window)
+    assert m.groups()[2:] == tuple(f'{v:.2f}' for v in (
+        -flat['normal', 4].slope, -flat['normal', 8].slope, -flat['random', 4].slope, -flat['random', 8].slope,
+        scale))
+    assert all(f.moving and f.slope < 0 for f in flat.values())  # still falling, beyond the seeds' spread
 
 
 @pytest.mark.skipif(not REAL_TRAIN_PY, reason="TIMM_TRAIN_PY is not set: timm's train.py is not in the timm wheel")

@@ -245,7 +245,8 @@ def test_tables_need_no_matplotlib_and_the_message_names_the_extra(tmp_path, cap
     assert "pkmixer report: figures not drawn: pkmixer report draws figures with matplotlib: " \
            "pip install matplotlib (or, in a checkout of timm-pkmixer, pip install '.[plot]')" in err
     assert 'timm-pkmixer[' not in err  # not on PyPI: no such requirement
-    assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == ['epochs.csv', 'report.csv', 'report.md']
+    assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == ['epochs.csv', 'report.csv', 'report.md',
+                                                                     'verdict.json']
 
 
 def test_epochs_csv_regenerates_the_report_and_holds_no_machine_path(tmp_path):
@@ -265,7 +266,7 @@ def test_epochs_csv_regenerates_the_report_and_holds_no_machine_path(tmp_path):
     assert [(r['run'], r['epoch']) for r in lines][:3] == [('p_seed0', '0'), ('p_seed0', '1'), ('p_seed0', '2')]
     again = build_report([str(tmp_path / 'a' / 'epochs.csv')])
     write_report(again, str(tmp_path / 'b'), figures=False)
-    for name in ('report.csv', 'report.md', 'epochs.csv'):
+    for name in ('report.csv', 'report.md', 'epochs.csv', 'verdict.json'):
         assert (tmp_path / 'a' / name).read_text() == (tmp_path / 'b' / name).read_text()
     assert listed(again) == {'q_seed0': 'eval_top1 = 250 at epoch 3 is outside [0, 100]',
                              'short_seed0': 'unfinished: 2 of 3 epochs (missing 3)'}
@@ -371,7 +372,7 @@ def test_a_download_cache_is_bookkeeping_and_no_file_holds_a_machine_path(tmp_pa
         configs = {line['run']: json.loads(line['config']) for line in csv.DictReader(f) if line['config']}
     assert 'data_dir' not in configs['cifar_seed0'] and 'data_dir' not in configs['hub_seed0']
     assert configs['folder_seed0']['data_dir'] == 'images_a'  # the folder's name: its data, no machine path
-    for name in ('report.csv', 'report.md', 'epochs.csv'):
+    for name in ('report.csv', 'report.md', 'epochs.csv', 'verdict.json'):
         text = (tmp_path / 'out' / name).read_text()
         assert str(tmp_path) not in text and '/home/' not in text and '/scratch/' not in text, name
     again = build_report([str(tmp_path / 'out' / 'epochs.csv')])
@@ -428,7 +429,7 @@ def test_every_figure_names_the_runs_it_leaves_out_and_report_md_says_where(tmp_
     assert [p.point for p in report.points] == ['normal']
     assert report.omitted() == 'not shown: 2 runs listed in report.md (2 differ on epochs)'
     files, _ = write_report(report, str(tmp_path / 'out'))
-    assert len(files) == 5 and len(figures_drawn) == 2  # the tables; eval-loss curves and bands (a comparison)
+    assert len(files) == 6 and len(figures_drawn) == 2  # the tables, verdict.json; eval-loss curves, bands
     for fig in figures_drawn:
         assert any(t.endswith('\nnot shown: 2 runs listed in report.md (2 differ on epochs)') for t in _texts(fig))
     md = (tmp_path / 'out' / 'report.md').read_text()

@@ -282,6 +282,119 @@ def _check_paths(data_dir: Path, train_py: str) -> None:
         raise InvalidArgumentError(f'--train-py {train_py}: no such file')
 
 
+# ------------------------------------------------------------------ the committed reruns, read back (findings.py)
+HERE = Path(__file__).resolve().parent
+
+
+def reruns(folder: Path) -> List[Dict[str, str]]:
+    rows: List[Dict[str, str]] = []
+    for path in sorted(folder.glob('reruns/seed*.csv')):
+        if not path.name.endswith('_cka_summary.csv'):
+            with open(path, newline='', encoding='utf-8') as fh:
+                rows += list(csv.DictReader(fh))
+    return rows
+
+
+def committed_epochs(folder: Path) -> Dict[str, int]:
+    counts: Dict[str, int] = {}
+    with open(folder / 'epochs.csv', newline='', encoding='utf-8') as fh:
+        for line in csv.DictReader(fh):
+            counts[line['run']] = counts.get(line['run'], 0) + 1
+    return counts
+
+
+def cka_rerun(folder: Path) -> Optional[Tuple[int, int, float]]:
+    """(pairs repeated to the printed digits, pairs rerun, the largest |difference|) of reruns/seed*_cka_summary.csv."""
+    def read(path: Path) -> Dict[Tuple[str, str], str]:
+        with open(path, newline='', encoding='utf-8') as fh:
+            return {(r['model_a'], r['model_b']): r['mean_diagonal'] for r in csv.DictReader(fh)}
+    paths = sorted(folder.glob('reruns/seed*_cka_summary.csv'))
+    if not paths:
+        return None
+    committed, again = read(folder / 'cka_summary.csv'), {k: v for p in paths for k, v in read(p).items()}
+    if set(again) - set(committed):
+        extra = sorted(set(again) - set(committed))
+        raise ValueError(f'{folder.name}: rerun pairs not in the committed cka_summary.csv: {extra}')
+    return sum(committed[k] == v for k, v in again.items()), len(again), max(abs(float(committed[k]) - float(v))
+                                                                             for k, v in again.items())
+
+
+def _rerun_counts(rows: Sequence[Dict[str, str]], totals: Dict[str, int]) -> str:
+    groups: Dict[Tuple[str, int], List[str]] = {}
+    for r in rows:
+        if r['verdict'] != NOT_RERUN:
+            groups.setdefault((r['epochs_compared'], totals.get(r['run'], 0)), []).append(r['verdict'])
+    phrases = []
+    for (compared, total), vs in groups.items():
+        span = f'all {total} epochs' if int(compared) == total else f'the first {compared} of {total} epochs'
+        phrases.append(f'{len(vs)} arm{"s" * (len(vs) > 1)}, {span}: ' +
+                       ', '.join(f'{vs.count(v)} {v}' for v in dict.fromkeys(vs)))
+    left = sum(r['verdict'] == NOT_RERUN for r in rows)
+    return '; '.join(phrases + ([f'{left} arm{"s" * (left > 1)} not rerun'] if left else []))
+
+
+def rerun_found(where: Path) -> Optional[Tuple[str, str]]:
+    rows = reruns(where)
+    if not rows:
+        return None
+    return ', '.join(sorted({r['seed'] for r in rows})), _rerun_counts(rows, committed_epochs(where))
+
+
+def rerun_note(folder: str, root: Path = HERE) -> Optional[str]:
+    """One sentence of what the committed reruns of a findings row's folder found ('fashion_mnist/EXP', under
+    `root`), or None."""
+    if not folder.startswith('fashion_mnist/'):
+        return None
+    where = root / folder.split('/', 1)[1]
+    if found := rerun_found(where):
+        return (f'Rerun with the code of this page (rerun.py, seed {found[0]}; each arm in the Reruns table): '
+                f'{found[1]}.')
+    cka = cka_rerun(where) if (where / 'cka_summary.csv').is_file() else None
+    return (f"Rebuilt with the code of this page (cka_untrained.py --seeds): {cka[0]} of {cka[1]} pairs' mean diagonal "
+            f'CKA repeated to the printed digits (largest difference {cka[2]:.2g}).') if cka else None
+
+
+def old_rerun(experiment: str, root: Path = HERE) -> str:
+    """What the committed reruns of an experiment cited in another row's notes found, as a clause."""
+    found = rerun_found(root / experiment)
+    return f'`{experiment}/` rerun with the code of this page on this CPU (seed {found[0]}): {found[1]}' if found else \
+        f'`{experiment}/` {NOT_RERUN}'
+
+
+def rerun_table(root: Path = HERE) -> List[str]:
+    lines = ['| experiment | arm | seed | epochs compared | verdict | error %: rerun / committed [committed range] | '
+             'what made them (committed against rerun) |', '|---|---|---|---|---|---|---|']
+    for folder in sorted(d for d in (root.iterdir() if root.is_dir() else ()) if d.is_dir()):
+        name = f'`{folder.name}/`'
+        if (folder / 'epochs.csv').is_file():
+            rows, totals = reruns(folder), committed_epochs(folder)
+            for r in rows:
+                if r['verdict'] == NOT_RERUN:
+                    lines.append(f'| {name} | {r["arm"]} | {r["seed"]} | — | not rerun | — | — |')
+                    continue
+                lines.append(f'| {name} | {r["arm"]} | {r["seed"]} | {r["epochs_compared"]} of '
+                             f'{totals.get(r["run"], "?")} | '
+                                  f'{r["verdict"]} | {float(r["top1_err"]):.2f} / {float(r["committed_top1_err"]):.2f} '
+                                  f'[{float(r["spread_min"]):.2f}, {float(r["spread_max"]):.2f}] | {r["env"]} |')
+            if not rows:
+                lines.append(f'| {name} | — | — | — | not rerun | — | — |')
+        elif (folder / 'cka_summary.csv').is_file():
+            cka = cka_rerun(folder)
+            verdict = NOT_RERUN if cka is None else 'exact' if cka[0] == cka[1] else \
+                f'{cka[1] - cka[0]} of {cka[1]} pairs differ (largest {cka[2]:.2g})'
+            pairs = f'{cka[1]} CKA pairs rebuilt' if cka else '—'
+            lines.append(f'| {name} | {pairs} | — | untrained | {verdict} | — | — |')
+    return lines
+
+
+RERUNS = """Each committed experiment rerun with the code of this page, one seed an arm, by
+`benchmarks/fashion_mnist/rerun.py` (on this project's 2-core CPU, one thread a run): **exact** when every epoch
+compared repeats the committed `eval_top1`, `eval_loss` and `train_loss` to the digits train.py printed, else
+**within spread** or **OUTSIDE spread** as the rerun's error at the last epoch compared lies inside or outside the
+committed seeds' range at that epoch. A GPU experiment rerun on the CPU cannot be exact (other arithmetic)."""
+
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     train_args = DEFAULT_TRAIN_ARGS

@@ -35,13 +35,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def verdict_lines(folder: Path, statuses: list) -> list:
-    """What `pkmixer status` says of the folder's declared claims (sweep.json): the verdict lines of the report
-    `pkmixer report DIR` wrote (DIR/report/verdict.json) when it is newer than every run's summary.csv, else what
-    judges them and when. Reads files only."""
+    """What `pkmixer status` says of the declared claims of a folder `pkmixer sweep` wrote (its sweep.json; nothing
+    for a folder of hand-written recipes): the verdict lines of the report `pkmixer report DIR` wrote
+    (DIR/report/verdict.json) when it is newer than every run's summary.csv, else what judges them and when. Reads
+    files only."""
     from ..errors import InvalidArgumentError
     from ..runs.run_folder import SUMMARY_CSV
     from ..state_files import read_json
     from ..sweeps.claims import claims_from_records
+    if not (folder / 'sweep.json').is_file():  # hand-written recipes: no sweep declared anything
+        return []
     try:
         record = read_json(folder / 'sweep.json', lambda why: InvalidArgumentError(why), {}) or {}
         claims = claims_from_records(record.get('sweeps') or [])

@@ -189,6 +189,35 @@ class Report:
             counts[key] = counts.get(key, 0) + 1
         return [(env, note, n) for (env, note), n in counts.items()]
 
+    def made_by(self) -> str:
+        """What made the runs, in one sentence (docs/findings.md's rows): the runs not recorded counted first, then what
+        every recorded run shares ('torch 2.14.1, timm 1.0.31, cpu (AMD EPYC), 1 thread'), then each commit of
+        timm-pkmixer with what else sets its runs apart and their number ('4c347db (6 runs), 3d3e99d with uncommitted
+        changes (2 runs)')."""
+        recorded, unrecorded = [], 0
+        for env, note, n in self.environments():
+            if env == (NOT_RECORDED,):
+                unrecorded += n
+                continue
+            e = dict(zip(ENVIRONMENT_KEYS, env))
+            device = e['device_type'] if e['device'] in (None, e['device_type']) else \
+                f'{e["device_type"]} ({e["device"]})'
+            words = {'torch': f'torch {e["torch"]}', 'timm': f'timm {e["timm"]}', 'device': device,
+                     'threads': f'{e["threads"]} thread{"" if e["threads"] == 1 else "s"}', 'flags': e['flags'] or ''}
+            recorded.append((e, words, note, n))
+        clauses = [f'{unrecorded} run{"" if unrecorded == 1 else "s"} {NOT_RECORDED}'] if unrecorded else []
+        if recorded:
+            shared = {k: v for k, v in recorded[0][1].items() if v and all(r[1][k] == v for r in recorded)}
+            clauses.append(', '.join(shared.values()))
+            commits = []
+            for e, words, note, n in recorded:
+                own = [v for k, v in words.items() if v and k not in shared] + ([note] if note else [])
+                commits.append((e['pkmixer_commit'] or 'not a git checkout')[:7] +
+                               (' with uncommitted changes' if e['pkmixer_dirty'] else '') +
+                               f' ({", ".join(own + [f"{n} run" + ("" if n == 1 else "s")])})')
+            clauses.append('timm-pkmixer ' + ', '.join(commits))
+        return '; '.join(clauses)
+
     def omitted(self) -> str:
         """What every figure of the report leaves out, as a note for it ('' when nothing): the runs listed in
         report.md, counted by why ('not shown: 3 runs listed in report.md (3 differ on epochs)'), and the folders
@@ -479,7 +508,12 @@ def _collect_claims(b: _Building) -> None:
                 folders.append(launched)
     found: OrderedDict[str, Claim] = OrderedDict()
     for folder in dict.fromkeys(folders):
-        claims = declared_claims(folder)
+        try:
+            claims = declared_claims(folder)
+        except InvalidArgumentError as e:  # the runs are still reported; what judges them is said
+            b.report.warnings.append(f'the claims of `{folder.name}/sweep.json` cannot be read, none judged: '
+                                     f'{str(e).replace(f"{folder}{os.sep}", "")}')
+            continue
         for claim in claims:
             if claim.name in found and found[claim.name] != claim:
                 raise InvalidArgumentError(f'claim {claim.name!r} is declared differently in two sweep folders '

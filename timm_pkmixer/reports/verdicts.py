@@ -516,7 +516,7 @@ def _value_text(key: str, value: Any) -> str:
     if key == 'permutation':
         return {'random': 'RP', 'normal': 'normal', '-': ''}.get(value, str(value))
     if key in ('model', 'point', 'family'):
-        return str(value).replace('*', '…')
+        return str(value).strip('*_')
     return f'{_SHORT.get(key, key)} = {value:g}' if isinstance(value, (int, float)) else f'{key} = {value}'
 
 
@@ -525,7 +525,9 @@ def _selector_label(selector: Mapping[str, Any]) -> str:
 
 
 def _group_label(claim: Claim, key: Tuple[Any, ...]) -> str:
-    return ', '.join(t for w, v in zip(claim.within, key) if v is not None and (t := _value_text(w, v)))
+    """'L = 8', 'S-Mixer, normal', 'RP S-Mixer' (a permutation its family already names is said once)."""
+    said = [t for w, v in zip(claim.within, key) if v is not None and (t := _value_text(w, v))]
+    return ', '.join(t for t in said if not any(t != o and t in o.split() for o in said))
 
 
 def _one(claim: Claim, selector: Mapping[str, Any], group: Sequence[Tuple[Any, Dict[str, Any]]]) -> Optional[Any]:
