@@ -410,7 +410,7 @@ def finding_fig6() -> Finding:
                ) if o18 else ''
     if not _has(FIG6_DIR):
         f = _not_run('e', claim, paper, FIG6_DIR, 'the pre-registered Fig. 6 design (PREREGISTRATION.md: 9 runs, '
-                                                  '25 epochs); its runs are under way')
+                                                  '40 epochs after its pilot); its runs are under way')
         f.notes = [earlier] if earlier else []
         return f
     vs = [judged(FIG6_DIR, c) for c in declared_claims(HERE / FIG6_DIR)]
