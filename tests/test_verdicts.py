@@ -388,3 +388,35 @@ def test_no_hand_written_distribution_function_is_left():
             if name in text:
                 hits.append(f'{path.relative_to(ROOT)}: {name}')
     assert hits == []
+
+
+def _doc_commands(marker: str) -> str:
+    """The shell command of docs/research_tools.md's "Claims and verdicts" section that starts with `marker`, its
+    continuation lines joined as the shell joins them."""
+    import re
+    text = (ROOT / 'docs' / 'research_tools.md').read_text(encoding='utf-8')
+    section = text.split('## Claims and verdicts', 1)[1].split('\n## ', 1)[0]
+    start = section.index(marker)
+    command = section[start:section.index("}'", start) + 2]
+    return re.sub(r'\\\n\s*', ' ', command)
+
+
+def test_the_docs_loop_runs_as_written_and_its_verdict_is_the_reports(tmp_path, capsys, monkeypatch):
+    import shlex
+    monkeypatch.chdir(tmp_path)
+    sweep = shlex.split(_doc_commands('pkmixer sweep fashion_mnist/s_mixer_fig7'))
+    assert pkmixer(sweep[1:]) == 0
+    record = json.loads((tmp_path / 'fm_fig7' / 'sweep.json').read_text())
+    assert [c['name'] for c in record['sweeps'][0]['claims']] == ['rp-matches-or-beats-normal-when-deep',
+                                                                   'rp-gap-shrinks-with-depth', 'rp-wins-at-8']
+    report = shlex.split(_doc_commands('pkmixer report benchmarks/fashion_mnist/fig2d/epochs.csv').replace(
+        'benchmarks/', str(ROOT / 'benchmarks') + '/').replace('OUT', str(tmp_path / 'out')))
+    capsys.readouterr()
+    assert pkmixer(report[1:] + ['--no-figures']) == 0
+    out = capsys.readouterr().out
+    doc = (ROOT / 'docs' / 'research_tools.md').read_text(encoding='utf-8')
+    verdict = next(line for line in out.splitlines() if line.startswith('verdict: '))
+    assert verdict in doc
+    md = (tmp_path / 'out' / 'report.md').read_text()
+    row = next(line for line in md.splitlines() if line.startswith('| kron-not-worse |'))
+    assert row in doc
