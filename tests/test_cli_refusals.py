@@ -165,7 +165,8 @@ def test_refusals_import_neither_torch_nor_timm(tmp_path, data):
              ['launch', d, '--train-py', MINI, '--no-wait', '--wrkers', '1'],
              ['launch', d, '--train-py', MINI, '--model', 'rp_mixr_b_w'],
              ['launch', d, '--train-py', MINI, '--data-dir', str(tmp_path / 'none')],
-             ['launch', d, '--train-py', str(tmp_path / 'none.py')], ['launch', str(tmp_path / 'none')]]
+             ['launch', d, '--train-py', str(tmp_path / 'none.py')], ['launch', str(tmp_path / 'none')],
+             ['train', str(sweep / 'a.yaml'), '--train-py', MINI, '--wrkers', '1']]
     env = dict(os.environ, PYTHONPATH=str(ROOT), TIMM_PKMIXER_AUTOLOAD='1')
     proc = subprocess.run([sys.executable, '-c', _PROBE, json.dumps(cases)], capture_output=True, text=True, env=env,
                           timeout=600)

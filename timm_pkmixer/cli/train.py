@@ -36,8 +36,10 @@ def _in_flags(args: argparse.Namespace, error: BaseException) -> str:
 def _prepare(args: argparse.Namespace):
     """The checked plan (train.py, the model, the data: every problem named), in the command's flags."""
     from ..training.train_py import TrainPlanError, prepare_train
+    from ..training.train_py_parsers import check_train_args
     try:
         with in_flag_terms(args, 'global_batch', 'threads'):  # said as the flags the user typed
+            check_train_args(args.recipe, args.rest, args.train_py)  # a mistyped flag refused before torch is imported
             return prepare_train(args.recipe, args.rest, args.train_py, args.global_batch, args.threads, check=True)
     except TrainPlanError as e:
         raise InvalidArgumentError(f'the run would fail, for {len(e.problems)} reasons:\n'
