@@ -229,9 +229,11 @@ def contrast(terms: Sequence[Tuple[float, Sample]]) -> Estimate:
 
 def trend(xs: Sequence[float], ys: Sequence[float]) -> Estimate:
     """The least-squares slope of ys on xs (``scipy.stats.linregress``), with n − 2 degrees of freedom."""
-    if len(set(xs)) < 2 or len(xs) < 3:
+    if len(set(xs)) < 2:
         return Estimate(math.nan, math.nan, math.nan)
     fit = stats.linregress(xs, ys)
+    if len(xs) < 3:  # a line through two points: a slope, no interval
+        return Estimate(float(fit.slope), math.nan, math.nan)
     return Estimate(float(fit.slope), float(fit.stderr), len(xs) - 2.0)
 
 
