@@ -357,3 +357,24 @@ def test_cka_untrained_refuses_a_seed_the_experiment_lacks():
                            '--out-dir', 'nowhere', '--seeds', '0', '7'], capture_output=True, text=True)
     assert proc.returncode == 2
     assert 'seeds [7] are not in ' in proc.stderr and '(its seeds: [0, 1, 2])' in proc.stderr
+
+
+@pytest.mark.parametrize('text,said', [
+    ('', 'epochs.csv'), ('not,a\ncsv file\x00\x01', 'epochs.csv'),
+    (None, 'eighty')])  # None: the committed file, one eval_top1 cell not a number
+def test_a_committed_file_it_cannot_use_is_one_line_and_a_stray_folder_is_passed_over(findings, tmp_path, monkeypatch,
+                                                                                       capsys, text, said):
+    monkeypatch.setattr(findings, 'HERE', tmp_path / 'fashion_mnist')
+    (tmp_path / 'fashion_mnist' / 'stray').mkdir(parents=True)  # a folder of nothing: no row, no rerun, no error
+    assert findings.main([]) == 0 and '| `stray/` |' not in capsys.readouterr().out
+    (tmp_path / 'fashion_mnist' / findings.FIG7_DIR).mkdir()
+    committed = (SCRIPT.parent / findings.FIG7_DIR / 'epochs.csv').read_text()
+    junked = re.sub(r',(8\d\.\d+),', ',eighty,', committed, count=1)
+    (tmp_path / 'fashion_mnist' / findings.FIG7_DIR / 'epochs.csv').write_text(junked if text is None else text)
+    findings.committed_report.cache_clear()
+    try:
+        assert findings.main([]) == 2
+    finally:
+        findings.committed_report.cache_clear()
+    err = capsys.readouterr().err
+    assert err.startswith('findings.py: error: ') and said in err and 'Traceback' not in err and err.count('\n') == 1

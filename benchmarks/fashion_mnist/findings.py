@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from timm_pkmixer.errors import UserInputError
 from timm_pkmixer.reports import verdicts
 from timm_pkmixer.reports.report import Report, build_report
 from timm_pkmixer.reports.verdicts import AGREES, DISAGREES, IN_PART, MEASURED, NO_DIFFERENCE, NOT_RUN, NOT_SHOWN
@@ -672,7 +673,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        ('--write-coverage', "rewrite DOC's coverage columns")):
         parser.add_argument(flag, metavar='DOC', help=what)
     args = parser.parse_args(argv)
-    findings = all_findings()
+    try:
+        findings = all_findings()
+    except (UserInputError, ValueError, OSError) as e:  # a committed file it cannot use: one line, no traceback
+        print(f'findings.py: error: {e}', file=sys.stderr)
+        return 2
     text, cells = render(findings), coverage_cells(findings)
     status = 0
     for doc, update, check, flag in ((args.write, lambda t: with_page(t, text), args.check, '--write'),
