@@ -420,3 +420,31 @@ def test_the_docs_loop_runs_as_written_and_its_verdict_is_the_reports(tmp_path, 
     md = (tmp_path / 'out' / 'report.md').read_text()
     row = next(line for line in md.splitlines() if line.startswith('| kron-not-worse |'))
     assert row in doc
+
+
+def test_status_says_the_verdict_of_a_finished_reported_sweep(tmp_path):
+    import os
+    from types import SimpleNamespace
+
+    from timm_pkmixer.cli.status import verdict_lines
+    folder = tmp_path / 'sweep'
+    runs = [folder / 'runs' / n for n in ('a', 'b')]
+    for r in runs:
+        r.mkdir(parents=True)
+        (r / 'summary.csv').write_text('epoch\n0\n')
+    statuses = [SimpleNamespace(state='finished', run_dir=str(runs[0])), SimpleNamespace(state='running',
+                                                                                          run_dir=str(runs[1]))]
+    assert verdict_lines(folder, statuses) == []  # hand-written recipes: no sweep.json, nothing declared
+    (folder / 'sweep.json').write_text(json.dumps({'sweeps': [{'claims': [_direction()]}]}))
+    assert verdict_lines(folder, statuses) == [
+        f'verdict: 1 claim declared (rp-lower): judged by `pkmixer report {folder}` once every run has finished '
+        '(1 of 2 have)']
+    statuses[1].state = 'finished'
+    judges = [f'verdict: every run has finished: `pkmixer report {folder}` judges the 1 claim declared (rp-lower)']
+    assert verdict_lines(folder, statuses) == judges
+    (folder / 'report').mkdir()
+    (folder / 'report' / 'verdict.json').write_text(json.dumps({'claims': [{'word': 'agrees', 'sentence': 's.'}]}))
+    assert verdict_lines(folder, statuses) == ['verdict: agrees — s.']
+    later = (folder / 'report' / 'verdict.json').stat().st_mtime + 10
+    os.utime(runs[1] / 'summary.csv', (later, later))  # a run written after the report: the report is old
+    assert verdict_lines(folder, statuses) == judges
