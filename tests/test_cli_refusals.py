@@ -411,3 +411,19 @@ def test_check_train_args_reads_the_recipe_and_train_args_as_prepare_train(tmp_p
     bad = _recipe(tmp_path / 'sweep', 'b', data, colour=3)
     with pytest.raises(Exception, match=r"\['colour'\] are not arguments of train.py"):
         check_train_args(str(bad), [], MINI)
+
+
+def test_train_names_the_closest_train_py_flag_and_model_before_torch(cli, tmp_path, data):
+    """`pkmixer train` refuses a mistyped train.py flag with the closest of train.py's own flags, and a model named
+    as one of the package's families but not registered with the closest registered names, from train.py's source
+    and the model files (the same check `launch` makes), and leaves nothing behind."""
+    recipe = _recipe(tmp_path / 'sweep', 'a', data)
+    before = snapshot(tmp_path)
+    code, out, err = cli('train', recipe, '--train-py', MINI, '--wrkers', '1')
+    assert code == 2 and out == ''
+    assert command_messages(err).endswith('unrecognized arguments: --wrkers 1 (did you mean --workers?)\n')
+    code, out, err = cli('train', recipe, '--train-py', MINI, '--model', 's_mixer_s64c64')
+    assert code == 2 and command_messages(err) == (
+        "pkmixer train: error: unknown model 's_mixer_s64c64': not a registered timm-pkmixer model; did you mean "
+        's_mixer_s64c64_32, s_mixer_rp_s64c64_32, s_mixer_rp_first_s64c64_32? (see `pkmixer models`)\n')
+    assert snapshot(tmp_path) == before

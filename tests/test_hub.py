@@ -126,7 +126,7 @@ def test_model_card(pushed):
                  '```bibtex\n@inproceedings{hayase2024understanding,'):
         assert line in card, line
     assert 'pypi.org' not in card and 'pip install timm-pkmixer' not in card  # no such package on PyPI
-    assert 'evaluated: epoch 1, `validation` split, EMA weights as pushed' in card
+    assert 'evaluated: epoch 2 (counted from 1), `validation` split, EMA weights as pushed' in card  # train.py's 1
     assert 'datasets:\n- imagenet-1k\n' in (pushed[0]['pk'] / 'README.md').read_text()  # --dataset
     assert 'datasets:' not in card  # an ImageFolder run names no dataset
     # the usage snippet's top-k never exceeds the classes (4 here; the 1000-class model keeps top-5)

@@ -465,3 +465,19 @@ def test_plot_run_names_its_data_and_runs_per_curve(tmp_path, figures_drawn):
     plot_runs(paths, str(tmp_path / 'r.png'))
     [fig] = figures_drawn
     assert _texts(fig) == ['data: torch/cifar10, flowers; runs (seeds) per curve: 1–2; bands: min–max over them']
+
+
+def test_a_report_without_scipy_says_what_to_install(tmp_path, capsys, monkeypatch):
+    """scipy judges the verdicts: an install that lacks it is told so in one line (exit 2), no traceback."""
+    import importlib
+    run_folder(tmp_path / 'runs', 'a_seed0', 0)
+    monkeypatch.delitem(sys.modules, 'timm_pkmixer.reports.verdicts', raising=False)
+    monkeypatch.setitem(sys.modules, 'scipy', None)
+    try:
+        assert pkmixer(['report', str(tmp_path / 'runs'), '--out-dir', str(tmp_path / 'out')]) == 2
+    finally:
+        monkeypatch.undo()
+        importlib.import_module('timm_pkmixer.reports.verdicts')
+    err = capsys.readouterr().err
+    assert "pkmixer report: error: pkmixer report judges the declared claims with scipy, a dependency of timm-pkmixer" \
+        in err and "pip install 'scipy>=1.11'" in err and 'Traceback' not in err

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import difflib
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -176,7 +177,8 @@ def _in_launch_terms(args: argparse.Namespace, rest: List[str]) -> Iterator[None
         probable = probable_launcher_flags(rest, args.launcher_flags)
         if not probable:
             raise
-        raise TrainArgsRefusedError(f'{e}. Every argument pkmixer launch does not know goes to train.py: '
+        refused = re.sub(r' \(did you mean [^)]*\?\)', '', str(e))  # train.py's own guess gives way to the launcher's
+        raise TrainArgsRefusedError(f'{refused}. Every argument pkmixer launch does not know goes to train.py: '
                                     f'{"; ".join(probable)}? Nothing was recorded or started') from None
 
 

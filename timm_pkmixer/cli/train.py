@@ -37,9 +37,13 @@ def _prepare(args: argparse.Namespace):
     """The checked plan (train.py, the model, the data: every problem named), in the command's flags."""
     from ..training.train_py import TrainPlanError, prepare_train
     from ..training.train_py_parsers import check_train_args
+    from ..validation import unknown_model
     try:
         with in_flag_terms(args, 'global_batch', 'threads'):  # said as the flags the user typed
-            check_train_args(args.recipe, args.rest, args.train_py)  # a mistyped flag refused before torch is imported
+            checked = check_train_args(args.recipe, args.rest, args.train_py)  # refused before torch is imported:
+            problem = unknown_model(checked.args.model) if checked and isinstance(checked.args.model, str) else None
+            if problem:  # a mistyped flag above, a model of this package's families not registered here
+                raise InvalidArgumentError(problem)
             return prepare_train(args.recipe, args.rest, args.train_py, args.global_batch, args.threads, check=True)
     except TrainPlanError as e:
         raise InvalidArgumentError(f'the run would fail, for {len(e.problems)} reasons:\n'

@@ -279,7 +279,8 @@ def _results(metrics: RunMetrics, train_args: Dict[str, Any]) -> Dict[str, str]:
     if metrics.top5 is not None:
         res['top-5 (%)'] = f'{metrics.top5:.2f}'
     split = train_args.get('val_split') or 'validation'
-    res['evaluated'] = (f'epoch {metrics.epoch}, `{split}` split, {"EMA " if metrics.ema else ""}weights as pushed, '
+    res['evaluated'] = (f'epoch {metrics.epoch + 1} (counted from 1), `{split}` split, '
+                        f'{"EMA " if metrics.ema else ""}weights as pushed, '
                         f'by train.py (`summary.csv` of the run)')
     return res
 

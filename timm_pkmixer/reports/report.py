@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from ..errors import InvalidArgumentError, UserInputError
+from ..errors import InvalidArgumentError, MissingDependencyError, UserInputError
 from ..markdown import markdown_table
 from ..permutation_kinds import PERMUTATION_KINDS
 from ..runs.epochs_csv import read_epochs_csv, write_epochs_csv
@@ -611,7 +611,12 @@ def write_report(report: Report, out_dir: str, figures: bool = True) -> Tuple[Li
     Returns:
         (the files written, None or why the figures were not drawn). The tables need nothing beyond the base install.
     """
-    from .verdicts import judge_points, scipy_version, verdict_markdown, verdict_record
+    try:
+        from .verdicts import judge_points, scipy_version, verdict_markdown, verdict_record
+    except ImportError as e:  # scipy is a dependency: an install without it is told what to install, not traced
+        raise MissingDependencyError(f'pkmixer report judges the declared claims with scipy, a dependency of '
+                                     f"timm-pkmixer, which this install lacks ({e}): pip install 'scipy>=1.11'"
+                                     ) from None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = report.rows()

@@ -11,6 +11,7 @@ own parser.
 import argparse
 import ast
 import contextlib
+import difflib
 import importlib.util
 import logging
 import os
@@ -151,11 +152,27 @@ class LaunchArgumentError(ArgumentValueError):
     ``batch_size``, with its train.py `options`) or one of :func:`prepare_train`'s own (``global_batch``)."""
 
 
+def _closest_flags(message: str, parser: argparse.ArgumentParser) -> str:
+    """' (did you mean --workers?)' for the unrecognized flags of an argparse message that are near one of
+    `parser`'s long flags ('' when none is)."""
+    if not message.startswith('unrecognized arguments:'):
+        return ''
+    flags = [o for a in parser._actions for o in a.option_strings if o.startswith('--')]
+    said = []
+    for word in message.split(':', 1)[1].split():
+        flag = word.split('=', 1)[0]
+        close = difflib.get_close_matches(flag, flags, 1, 0.8) if flag.startswith('--') else []
+        said += [(flag, close[0])] if close else []
+    if len(said) == 1:
+        return f' (did you mean {said[0][1]}?)'
+    return f' (did you mean {", ".join(f"{close} for {flag}" for flag, close in said)}?)' if said else ''
+
+
 def _resolve(module: ModuleType, argv: List[str]) -> argparse.Namespace:
     """train.py's own two-stage parse (config file defaults, then the command line); its usage errors are raised
     as :class:`TrainArgumentError` instead of printing train.py's whole usage and exiting."""
     def error(message: str) -> None:
-        raise TrainArgumentError(f'train.py refuses its arguments: {message}')
+        raise TrainArgumentError(f'train.py refuses its arguments: {message}{_closest_flags(message, module.parser)}')
 
     parsers = (module.config_parser, module.parser)
     saved = [p.error for p in parsers]
