@@ -5,6 +5,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, List, Tuple
 
@@ -125,22 +128,68 @@ needs_apt_root = pytest.mark.skipif(not hasattr(os, 'geteuid') or os.geteuid() !
 
 
 @contextlib.contextmanager
-def dpkg_lock_held(seconds: float) -> Iterator[subprocess.Popen]:
-    """A process holding dpkg's frontend lock for `seconds` as apt holds it (an fcntl write lock), from when the
-    block starts (it holds the lock by then) until it ends (killed); ``.who`` is how apt names it."""
-    code = ('import fcntl, os, time\n'
+def dpkg_lock_held() -> Iterator[subprocess.Popen]:
+    """A process holding dpkg's frontend lock as apt holds it (an fcntl write lock), from when the block starts (it
+    holds the lock by then) until ``.release()`` or the block's end (killed): it never lets go by itself, so how long
+    it holds the lock is the test's to say, under any load (it ends with the test's process, whose pipe it reads, so a
+    killed test leaves no lock behind); ``.who`` is how apt names it."""
+    code = ('import fcntl, os, sys\n'
             f'fd = os.open({DPKG_FRONTEND_LOCK!r}, os.O_RDWR)\n'
             'fcntl.lockf(fd, fcntl.LOCK_EX)\n'
             'print("held", flush=True)\n'
-            f'time.sleep({seconds})\n')
-    holder = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == 'held'
-        holder.who = f'process {holder.pid} ({Path(f"/proc/{holder.pid}/comm").read_text().strip()})'
-        yield holder
-    finally:
-        holder.kill()
-        holder.wait()
+            'sys.stdin.read()\n')
+    with subprocess.Popen([sys.executable, '-c', code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True) as holder:
+
+        def release() -> None:  # the lock is free once the holder is reaped (the kernel drops it as the process ends)
+            holder.kill()
+            holder.wait()
+        try:
+            assert holder.stdout.readline().strip() == 'held'
+            holder.who = f'process {holder.pid} ({Path(f"/proc/{holder.pid}/comm").read_text().strip()})'
+            holder.release = release
+            yield holder
+        finally:
+            release()
+
+
+def run_releasing_when_said(argv: List[str], said: str, holder: subprocess.Popen, env: dict = None,
+                            timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run `argv` while `holder` (:func:`dpkg_lock_held`) holds the lock, and release it once a line of the command's
+    stderr holds `said` (it has met the lock and waits for it): the command cannot miss the lock however slowly it
+    starts, nor the holder outlast the wait. stdout and stderr as ``subprocess.run(capture_output=True)`` gives
+    them; the command is killed after `timeout` seconds."""
+    with tempfile.TemporaryFile('w+') as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, text=True, env=env)
+        timed_out = threading.Event()
+        timer = threading.Timer(timeout, lambda: (timed_out.set(), proc.kill()))
+        timer.start()
+        err = ''
+        try:
+            for line in proc.stderr:
+                err += line
+                if said in line:
+                    holder.release()
+            proc.wait()
+        finally:
+            timer.cancel()
+            if proc.returncode is None:  # a failed test's: not left running
+                proc.kill()
+                proc.wait()
+        out.seek(0)
+        if timed_out.is_set():
+            raise subprocess.TimeoutExpired(argv, timeout, out.read(), err)
+        return subprocess.CompletedProcess(argv, proc.returncode, out.read(), err)
+
+
+def until(condition: Callable[[], Any], what: str, seconds: float = 1800) -> None:
+    """Poll `condition` until it holds (a state other processes reach in their own time, however busy the machine:
+    a launch, a run's start and first epoch took 7 minutes on 2 cores at load 17); fail naming `what` after
+    `seconds`, a bound for a hung process only, never a timing a test asserts."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f'still waiting after {seconds:g} s: {what}'
+        time.sleep(0.3)
 
 
 def keep_figures(monkeypatch, *modules: Any) -> List[Any]:

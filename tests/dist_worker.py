@@ -164,6 +164,7 @@ def run_lonely(out: Path) -> dict:
     except RuntimeError as e:
         report = {'refused': True, 'message': str(e), 'type': type(e).__name__}
     report['seconds'] = time.perf_counter() - start
+    dist.barrier()  # both ranks start the next call together, however unevenly a busy machine ran them so far
     timm_pkmixer.check_replicas(model, timeout=60)  # both ranks: passes
     report['together'] = True
     return report

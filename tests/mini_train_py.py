@@ -12,7 +12,7 @@ Stand-in only: ``--out DIR`` trains nothing and records what it was given in ``D
 0, ``DIR/record.json``): its argv, the parsed values, whether timm knows the model, and its CPU threads
 (`tests/test_train_command.py`); ``--fail`` raises inside training; ``--stop-after-epochs`` stops as if killed (and
 ``--stop-file F`` does while F exists, after the epochs F holds: a relaunch resumes the run, its recipe unchanged) and
-``--epoch-sleep`` waits after each epoch (`pkmixer launch`'s tests)."""
+``--epoch-sleep`` waits after each epoch, ``--epoch-gate FILE`` until FILE exists (`pkmixer launch`'s tests)."""
 import argparse
 import json
 import os
@@ -66,6 +66,8 @@ parser.add_argument('--stop-after-epochs', type=int, default=None, help='stand-i
 parser.add_argument('--stop-file', default='', help='stand-in only: while this file exists, stop after the epochs it '
                     'holds (a killed run whose recipe a relaunch keeps)')
 parser.add_argument('--epoch-sleep', type=float, default=0., help='stand-in only: seconds to wait after each epoch')
+parser.add_argument('--epoch-gate', default='', help='stand-in only: after each epoch, wait until this file '
+                    'exists (the test opens the gate)')
 
 
 def _parse_args():
@@ -165,6 +167,8 @@ def main():
         os.replace(os.path.join(out, 'tmp.pth.tar'), os.path.join(out, 'last.pth.tar'))  # as timm's CheckpointSaver
         print(f'epoch {epoch} done', flush=True)
         time.sleep(args.epoch_sleep)
+        while args.epoch_gate and not os.path.exists(args.epoch_gate):
+            time.sleep(0.1)
 
 
 if __name__ == '__main__':

@@ -9,6 +9,7 @@ root); elsewhere they skip and say why. The faults are tested on synthetic files
 import csv
 import gzip
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 from timm_pkmixer.data.fashion_mnist import DEBIAN_DIR, DEBIAN_PACKAGE, FASHION_MNIST_FILES
 
 from conftest import DPKG_FRONTEND_LOCK as FRONTEND
-from conftest import command_messages, dpkg_lock_held, needs_apt_root
+from conftest import command_messages, dpkg_lock_held, needs_apt_root, run_releasing_when_said
 
 NAMES = list(FASHION_MNIST_FILES)
 DEBIAN = all((DEBIAN_DIR / f'{name}.gz').is_file() for name in NAMES)
@@ -298,26 +299,37 @@ def test_a_packaged_recipe_trains_on_the_real_images(debian_prepared, tmp_path):
 INSTALL = Path(__file__).resolve().parent.parent / '.ci' / 'install-fashion-mnist'
 
 
+def _install_env(wait_s: int, path: str = None) -> dict:
+    return dict(os.environ, PKMIXER_APT_LOCK_WAIT=str(wait_s), **({'PATH': path} if path else {}))
+
+
 def install(wait_s: int, path: str = None):
     import subprocess
-    env = dict(os.environ, PKMIXER_APT_LOCK_WAIT=str(wait_s), **({'PATH': path} if path else {}))
-    return subprocess.run(['/bin/bash', str(INSTALL)], capture_output=True, text=True, timeout=600, env=env)
+    return subprocess.run(['/bin/bash', str(INSTALL)], capture_output=True, text=True, timeout=600,
+                          env=_install_env(wait_s, path))
 
 
 @needs_apt_root
 def test_the_install_waits_for_apt_s_lock_and_fails_rather_than_skips():
-    """Against the real apt-get and dpkg lock: a lock held a few seconds is waited for (said on stderr), then the
-    package is installed (or found installed); one held past the wait fails with exit 1, not 3 (which skips)."""
-    with dpkg_lock_held(4) as holder:
-        proc = install(120)
+    """Against the real apt-get and dpkg lock, held by a process that lets go only when the test says (never first,
+    however busy the machine): a lock held until the install has met it and said so is waited for, then the package
+    is installed (or found installed) by apt-get's next try; one held past the wait fails with exit 1, not 3 (which
+    skips)."""
+    with dpkg_lock_held() as holder:
+        said = (f'apt-get install: Could not get lock {FRONTEND}. It is held by {holder.who}; waiting up to 120 s '
+                f'for it …')
+        proc = run_releasing_when_said(['/bin/bash', str(INSTALL)], said, holder, env=_install_env(120))
     assert proc.returncode == 0, proc.stderr
-    assert f'apt-get install: Could not get lock {FRONTEND}. It is held by process {holder.pid}' in proc.stderr
+    assert said in proc.stderr.splitlines()
+    assert re.search(r'\n\d+ upgraded, \d+ newly installed', proc.stderr.split(said, 1)[1])  # apt-get's, after it
     assert DEBIAN_DIR.is_dir()
-    with dpkg_lock_held(120):
+    with dpkg_lock_held() as holder:
         proc = install(3)
     assert proc.returncode == 1, proc.stderr
-    assert 'install-fashion-mnist: apt-get install -y dataset-fashion-mnist: the lock was still held after 3 s' in \
-        proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        f'install-fashion-mnist: apt-get install -y dataset-fashion-mnist: the lock was still held after 3 s (Could '
+        f'not get lock {FRONTEND}. It is held by {holder.who}); run again once that process is done '
+        f'(PKMIXER_APT_LOCK_WAIT sets the wait, in seconds)')
 
 
 def test_the_install_without_apt_get_says_why_and_skips(tmp_path):

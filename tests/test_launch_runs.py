@@ -20,7 +20,7 @@ from PIL import Image
 
 from timm_pkmixer.reports.report import build_report
 
-from conftest import command_messages
+from conftest import command_messages, until
 
 TESTS = Path(__file__).resolve().parent
 MINI = str(TESTS / 'mini_train_py.py')
@@ -378,7 +378,7 @@ def test_a_fifo_in_place_of_a_record_or_log_is_named_not_waited_on(sweep, which)
     path.unlink()
     os.mkfifo(path)
     for argv in (('status', sweep), ('launch', sweep, '--train-py', MINI, '--retry-failed')):
-        proc = _pkmixer(*argv, timeout=120)
+        proc = _pkmixer(*argv)  # its timeout stops a wait on the FIFO, which never ends; a busy start is not timed
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.splitlines()[-1].startswith(f'pkmixer {argv[0]}: error: {path} is not ')
         assert '(a FIFO, not a regular file)' in proc.stderr.splitlines()[-1]
@@ -386,28 +386,56 @@ def test_a_fifo_in_place_of_a_record_or_log_is_named_not_waited_on(sweep, which)
 
 # ------------------------------------------------------------------------------------------------- the reader
 
+def _stdout_dropped(pid: int) -> bool:
+    """Whether process `pid` has pointed its stdout at /dev/null (as the launcher does once its reader has gone)."""
+    try:
+        return os.readlink(f'/proc/{pid}/fd/1') == os.devnull
+    except FileNotFoundError:
+        return False
+
+
 @pytest.mark.slow  # two launches of real runs: 28 s on this busy 2-core machine
 def test_progress_on_stderr_and_a_closed_stdout_stops_no_run(tmp_path, data):
-    """`pkmixer launch DIR | head -1` with the reader gone at once: every start and end is said on stderr with its
-    log; the runs still training when the first result cannot be written go on, and end recorded."""
+    """`pkmixer launch DIR | head -1` with the reader gone before the launch starts: every start and end is said on
+    stderr with its log; b, still training when a's result cannot be written, goes on and ends recorded. Each run
+    waits after its epoch at a gate the test opens (a once b has an epoch, b once the launcher has dropped its
+    stdout), so they end in that order however busy the machine."""
     sweep = tmp_path / 'sweep'
-    _recipe(sweep, 'a', data)
-    _recipe(sweep, 'b', data, seed=1, epoch_sleep=4)  # still training when a's result is written
-    proc = subprocess.Popen([sys.executable, '-m', 'timm_pkmixer', 'launch', str(sweep), '--train-py', MINI,
-                             '--workers', '2'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
-    proc.stdout.close()  # the reader has gone
-    err = proc.stderr.read().decode()
-    assert proc.wait(timeout=600) == 0, err
-    assert 'Traceback' not in err
+    gates = {name: tmp_path / f'gate_{name}' for name in 'ab'}
+    _recipe(sweep, 'a', data, epoch_gate=str(gates['a']))
+    _recipe(sweep, 'b', data, seed=1, epoch_gate=str(gates['b']))
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone
+    with open(tmp_path / 'stderr', 'w+') as stderr:
+        try:
+            proc = subprocess.Popen([sys.executable, '-m', 'timm_pkmixer', 'launch', str(sweep), '--train-py', MINI,
+                                     '--workers', '2'], stdout=write_end, stderr=stderr, env=ENV)
+        finally:
+            os.close(write_end)
+        try:
+            until(lambda: (sweep / 'runs' / 'b' / 'last.pth.tar').is_file() or proc.poll() is not None,
+                  "b's epoch")
+            gates['a'].touch()
+            until(lambda: _stdout_dropped(proc.pid) or proc.poll() is not None, "a's result to find no reader")
+            b = json.loads((sweep / 'launch' / 'runs' / 'b.json').read_text())
+            assert (_stdout_dropped(proc.pid), b['state']) == (True, 'running'), b
+            gates['b'].touch()
+            assert proc.wait(timeout=600) == 0
+        finally:
+            proc.kill()
+            proc.wait()
+        stderr.seek(0)
+        err = stderr.read()
+    assert 'Traceback' not in err, err
     for name in 'ab':
         record = json.loads((sweep / 'launch' / 'runs' / f'{name}.json').read_text())
         assert (record['state'], record['returncode']) == ('ended', 0)
         log = sweep / 'launch' / 'logs' / f'{name}.log'
         assert any(line.startswith(f'[pkmixer launch] ended {name}: finished — epoch 1: top1 ') and
-                   line.endswith(f' (log {log})') for line in err.splitlines())
+                   line.endswith(f' (log {log})') for line in err.splitlines()), err
         assert any(line.startswith(f'[pkmixer launch] started {name} (PID ') and line.endswith(f'; log {log})')
-                   for line in err.splitlines())
-    assert '[pkmixer launch] checking recipe 2/2 (b.yaml)' in err
+                   for line in err.splitlines()), err
+    assert '[pkmixer launch] checking recipe 2/2 (b.yaml)' in err, err
     status = _pkmixer('status', sweep)
     assert status.stdout.splitlines()[-1] == ('total 2: 0 pending, 0 running, 2 finished, 0 unfinished, 0 failed, 0 '
                                               'cancelled, 0 stale')

@@ -57,15 +57,15 @@ def test_push_of_a_run_resumed_into_its_folder_cards_the_last_row_of_its_epoch(t
 
 
 @pytest.mark.parametrize('rows,fault', [
-    ([(0, 1.2, 40.), (1, 1.1, 50.), (2, 1.0, 250.)], 'line 4: eval_top1 = 250 at epoch 2 is outside [0, 100]'),
-    ([(0, 1.2, 40.), (1, 1.1, 50.), (2, NAN, NAN)], 'line 4: non-finite eval_loss, eval_top1 at epoch 2'),
+    ([(0, 1.2, 40.), (1, 1.1, 50.), (2, 1.0, 250.)], 'line 4: eval_top1 = 250 at epoch 3 is outside [0, 100]'),  # epochs counted from 1
+    ([(0, 1.2, 40.), (1, 1.1, 50.), (2, NAN, NAN)], 'line 4: non-finite eval_loss (nan), eval_top1 (nan) at epoch 3'),
     ([(0, 1.2, 40.), (1, 1.1, -3.)], None),  # another epoch's values: not on the card, not refused
 ])
 def test_push_refuses_a_top1_the_report_refuses(tmp_path, capsys, rows, fault):
     run = train_py_run(tmp_path / 'run', rows)
     code, err = push(capsys, run / 'last.pth.tar', tmp_path / 'out')
     if fault is None:
-        assert code == 0 and 'summary.csv not used: no validation row for epoch 2' in err, err
+        assert code == 0 and 'summary.csv not used: no validation row for epoch 3' in err, err
         return
     assert code == 2 and 'Traceback' not in err and not (tmp_path / 'out' / 'README.md').exists()
     assert command_messages(err) == (f'pkmixer push: error: {run / "summary.csv"}, {fault}; refusing to put it on '

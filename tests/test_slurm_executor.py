@@ -3,6 +3,7 @@ of tests/slurm/cluster.sh: SLURM arguments checked before the batch script is wr
 run refused in SLURM's words (`sbatch --test-only`), a run cancelled in the queue shown as cancelled, never pending;
 SlurmTask is submitit's Checkpointable."""
 import contextlib
+import functools
 import json
 import os
 import re
@@ -10,10 +11,10 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Iterator, Optional
+from types import SimpleNamespace
+from typing import Callable, Iterator
 
 import pytest
 from test_sweep_launch import MINI, _launch, _recipe, _status, _summary_epochs, make_images, slurm_cluster
@@ -23,7 +24,7 @@ from timm_pkmixer.launch.executors import SlurmExecutor
 from timm_pkmixer.launch.slurm import SLURM_OWNED, minutes, parse_slurm_args
 from timm_pkmixer.launch.tasks import Task
 
-from conftest import command_messages
+from conftest import command_messages, until
 
 
 @pytest.fixture(scope='module')
@@ -75,13 +76,6 @@ def _queue(folder: Path) -> str:
             return out.stdout.strip()
         assert time.time() < deadline, f'squeue has not answered for 120 s: {out.stderr.strip()}'
         time.sleep(1)
-
-
-def _until(condition, seconds: float = 300) -> None:
-    deadline = time.time() + seconds
-    while not condition():
-        assert time.time() < deadline, 'timed out'
-        time.sleep(0.3)
 
 
 def _job_field(job: str, name: str) -> str:
@@ -165,7 +159,10 @@ def test_slurm_executor_errors_name_the_argument_and_the_command_its_flag(tmp_pa
 
 # flags a library error of the launch wing may name: another program's, in a sentence that says which program
 _OTHER_PROGRAMS_FLAGS = {('slurm.py', '--test-only'),   # sbatch --test-only
-                         ('tasks.py', '--out-dir')}     # `pkmixer sweep … --out-dir DIR`, which writes recipes
+                         ('tasks.py', '--out-dir'),     # `pkmixer sweep … --out-dir DIR`, which writes recipes
+                         ('records.py', '--config'),    # train.py's --config, refused among a launch's train.py
+                         ('records.py', '--data-dir'),  # arguments; train.py's --data-dir, which a launch takes
+                         ('tasks.py', '--data-dir')}    # among them (both are train.py's, not the launcher's)
 
 
 def test_launch_errors_name_arguments_not_flags():
@@ -318,9 +315,7 @@ def test_run_cancelled_in_the_queue_is_cancelled_not_pending(sweep, capsys):
     status = _status(capsys, sweep)
     assert (status['a']['state'], status['a']['detail']) == ('pending', f'queued: SLURM job {job}')
     subprocess.run(['scancel', job], check=True)
-    deadline = time.time() + 120
-    while _queue(sweep) and time.time() < deadline:
-        time.sleep(0.3)
+    until(lambda: not _queue(sweep), f'cancelled job {job} to leave the queue')
     status = _status(capsys, sweep)
     assert (status['a']['state'], status['a']['detail']) == (
         'cancelled', f'SLURM job {job} has left the queue and the run never started (SLURM: CANCELLED); a relaunch '
@@ -333,12 +328,11 @@ def test_run_cancelled_in_the_queue_is_cancelled_not_pending(sweep, capsys):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         record = sweep / 'launch' / 'runs' / 'a.json'
-        while json.loads(record.read_text()).get('job') == job and time.time() < deadline:
-            time.sleep(0.3)
+        until(lambda: json.loads(record.read_text()).get('job') != job, 'the relaunch to record its own job')
         second = json.loads(record.read_text())['job']
         assert second != job and _queue(sweep)
         subprocess.run(['scancel', second], check=True)
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=600)
     finally:
         proc.kill()
     assert proc.returncode == 1, err
@@ -371,19 +365,14 @@ def test_run_whose_job_waits_requeued_is_pending_not_cancelled(sweep, capsys, re
 
 
 @contextlib.contextmanager
-def _slurmctld_stopped(slurm: str, seconds: Optional[float] = None) -> Iterator[None]:
+def _slurmctld_stopped(slurm: str) -> Iterator[Callable[[], None]]:
     """The test cluster's slurmctld stopped (SIGSTOP: a client's connection waits, unanswered, as with a controller
-    too busy to answer) for the block, or for its first `seconds`."""
+    too busy to answer) until the block ends, or until the block calls the function it is given (SIGCONT)."""
     pid = int((Path(slurm).parent / 'slurmctld.pid').read_text())
     os.kill(pid, signal.SIGSTOP)
-    timer = threading.Timer(seconds, os.kill, (pid, signal.SIGCONT)) if seconds is not None else None
     try:
-        if timer:
-            timer.start()
-        yield
+        yield functools.partial(os.kill, pid, signal.SIGCONT)
     finally:
-        if timer:
-            timer.cancel()
         os.kill(pid, signal.SIGCONT)
 
 
@@ -395,6 +384,7 @@ def test_status_while_slurmctld_does_not_answer_is_an_error_never_an_ended_job(s
     rc, out, _ = _launch(capsys, sweep, *later, '--no-wait')
     assert rc == 0, out
     job = json.loads((sweep / 'launch' / 'runs' / 'a.json').read_text())['job']
+    own_timeout = slurm_commands.SQUEUE_TIMEOUT_S
     monkeypatch.setattr(slurm_commands, 'SQUEUE_TIMEOUT_S', 1)
     monkeypatch.setattr(slurm_commands, 'SQUEUE_RETRY_S', (0.5,))
     from timm_pkmixer.cli import main as cli_main
@@ -405,9 +395,19 @@ def test_status_while_slurmctld_does_not_answer_is_an_error_never_an_ended_job(s
         2, f'pkmixer status: error: `squeue -j {job}` failed 2 times (no answer within 1 s): SLURM cannot say whether '
            f'job {job} is in the queue. Its tasks are SLURM\'s and go on without the launcher; `pkmixer status DIR` '
            f'shows them once slurmctld answers (`scontrol ping`)')
-    monkeypatch.setattr(slurm_commands, 'SQUEUE_RETRY_S', (2,))
-    with _slurmctld_stopped(slurm, seconds=1.5):  # the first try waits 1 s unanswered, the second is answered
+    # the outage ends while squeue waits to ask again (slurmctld resumed then by the test, not by a timer that a busy
+    # machine could outrun): the first try goes unanswered, the second has squeue's own timeout and is answered
+    waits = []
+
+    def outage_ends(seconds: float) -> None:
+        waits.append(seconds)
+        answer()
+        monkeypatch.setattr(slurm_commands, 'SQUEUE_TIMEOUT_S', own_timeout)
+        time.sleep(seconds)
+    monkeypatch.setattr(slurm_commands, 'time', SimpleNamespace(sleep=outage_ends))
+    with _slurmctld_stopped(slurm) as answer:
         status = _status(capsys, sweep)['a']
+    assert waits == [0.5]  # one try unanswered, then answered
     assert (status['state'], status['detail']) == ('pending', f'queued: SLURM job {job}')
 
 
@@ -429,7 +429,7 @@ def test_time_limit_is_the_partitions_and_checked_against_it(sweep, short_partit
         job = re.search(r'as SLURM job array (\d+)', out).group(1)
         assert _job_field(job, 'TimeLimit') == limit
         subprocess.run(['scancel', job], check=True)
-        _until(lambda: not _queue(sweep))
+        until(lambda: not _queue(sweep), f'cancelled job {job} to leave the queue')
 
 
 @pytest.mark.slow  # two starts of a run on the cluster: about a minute idle
@@ -438,30 +438,31 @@ def test_task_timed_out_is_requeued_and_resumes(sweep, capsys):
     of the limit as the timeout): submitit checkpoints the task (SlurmTask is Checkpointable), requeues it, and the
     requeued task resumes the run from its last.pth.tar. (A preempted task takes the same way; without --time it
     needs the numeric limit test_time_limit_is_the_partitions_and_checked_against_it checks.)"""
-    _recipe(sweep, 'a', make_images(sweep.parent / 'images'), epochs=3, epoch_sleep=3)
+    gate = sweep.parent / 'gate'  # opened for the requeued task: until then, the run waits after epoch 0
+    _recipe(sweep, 'a', make_images(sweep.parent / 'images'), epochs=3, epoch_gate=str(gate))
     rc, out, _ = _launch(capsys, sweep, '--executor', 'slurm', '--partition', 'debug', '--time', '10', '--no-wait')
     assert rc == 0, out
     job = re.search(r'as SLURM job array (\d+)', out).group(1)
     run_dir = sweep / 'runs' / 'a'
     # epoch 0 saved: its summary row is written first, then last.pth.tar (as train.py does), so a signal between
     # the two would rightly train epoch 0 again
-    _until(lambda: (run_dir / 'last.pth.tar').is_file() and _summary_epochs(run_dir)[0])
+    until(lambda: (run_dir / 'last.pth.tar').is_file() and _summary_epochs(run_dir)[0], 'epoch 0 saved')
     subprocess.run(['scancel', '--signal=USR2', job], check=True)
-    _until(lambda: _job_field(job, 'JobState') not in ('RUNNING', 'COMPLETING', 'REQUEUED'))
+    until(lambda: _job_field(job, 'JobState') not in ('RUNNING', 'COMPLETING', 'REQUEUED'), f'job {job} requeued')
     assert (_job_field(job, 'JobState'), _job_field(job, 'Reason')) == ('PENDING', 'BeginTime')  # requeued
     status = _status(capsys, sweep)['a']  # its process has ended, its job holds it: neither unfinished nor cancelled
     assert (status['state'], status['detail']) == ('pending', f'queued: SLURM job {job} (requeued)')
-    # (the sleep stays: a run whose recipe changed is not resumed)
+    gate.touch()
     # SLURM holds a requeued job 2 minutes; started at once, slurmd refuses a credential made in the second it revoked
     # the last one ("Job credential revoked": the job leaves the queue unrun), so the start waits for the next second
     time.sleep(2)
     subprocess.run(['scontrol', 'update', f'JobId={job}', 'StartTime=now'], check=True)
-    _until(lambda: not _queue(sweep))
+    until(lambda: not _queue(sweep), f'job {job} to finish')
     status = _status(capsys, sweep)['a']
     assert status['state'] == 'finished', (status, (sweep / 'launch' / 'logs' / 'a.log').read_text()[-3000:])
     assert _summary_epochs(run_dir)[0] == [0, 1, 2]  # no epoch trained twice
     log = (sweep / 'launch' / 'logs' / 'a.log').read_text()
-    assert log.count(f'(SLURM job {job}): ') == 2 and f'(SLURM job {job}): resuming from epoch ' in log
+    assert log.count(f'(SLURM job {job}): ') == 2 and f'(SLURM job {job}): resuming from epoch 2' in log
     [submitit_log] = (sweep / 'launch' / 'slurm').glob(f'*/{job}_0_log.out')
     assert 'this job is timed-out' in submitit_log.read_text()
 

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ from timm_pkmixer.cli import main as cli_main
 from timm_pkmixer.launch.slurm import squeue
 from timm_pkmixer.runs.run_folder import find_runs
 
-from conftest import command_messages
+from conftest import command_messages, until
 
 TESTS = Path(__file__).resolve().parent
 MINI = str(TESTS / 'mini_train_py.py')
@@ -150,29 +149,28 @@ def _an_epoch_saved(run_dir: Path) -> bool:
 @pytest.mark.slow  # a launch killed mid-run and a relaunch: 28 s on this busy 2-core machine
 def test_local_launcher_killed_then_relaunched_resumes(tmp_path, data, capsys):
     """--no-wait starts a background launcher; killing it (SIGTERM) stops its run after an epoch; the second launch
-    of the folder meanwhile is refused; a relaunch resumes the run from its last.pth.tar."""
+    of the folder meanwhile is refused; a relaunch resumes the run from its last.pth.tar. After each epoch the run
+    waits at a gate the test opens only for the relaunch, so it is stopped after epoch 0 however busy the machine."""
     sweep = tmp_path / 'sweep'
-    _recipe(sweep, 'slow', data, epochs=3, epoch_sleep=3)
+    gate = tmp_path / 'gate'
+    _recipe(sweep, 'slow', data, epochs=3, epoch_gate=str(gate))
     rc, out, _ = _launch(capsys, sweep, '--no-wait')
     assert rc == 0 and 'launching in the background' in out
     lock = json.loads((sweep / 'launch' / 'lock').read_text())
     rc, _, err = _launch(capsys, sweep)
     assert rc == 2 and f'is being launched already, by PID {lock["pid"]}' in err
     run_dir = sweep / 'runs' / 'slow'
-    deadline = time.time() + 300
-    while not _an_epoch_saved(run_dir) and time.time() < deadline:
-        time.sleep(0.3)
+    until(lambda: _an_epoch_saved(run_dir), 'epoch 0 saved')
     os.kill(lock['pid'], signal.SIGTERM)
-    while (sweep / 'launch' / 'lock').exists() and time.time() < deadline:
-        time.sleep(0.3)
+    until(lambda: not (sweep / 'launch' / 'lock').exists(), 'the killed launcher to release its lock')
     status = _status(capsys, sweep)['slow']
-    assert status['state'] == 'unfinished' and status['done'] in (1, 2) and status['epochs'] == 3
-    done = status['done']  # the sleep stays: a run whose recipe changed is not resumed
+    assert (status['state'], status['done'], status['epochs']) == ('unfinished', 1, 3)
+    gate.touch()
     rc, out, _ = _launch(capsys, sweep)
     assert rc == 0 and '1/1 slow: finished' in out
     epochs, _ = _summary_epochs(run_dir)
-    assert epochs == list(range(3)) and f'resuming from epoch {done + 1}' in (sweep / 'launch' / 'logs' /
-                                                                              'slow.log').read_text()
+    assert epochs == list(range(3)) and 'resuming from epoch 2\n' in (sweep / 'launch' / 'logs' /
+                                                                      'slow.log').read_text()
 
 
 def test_launch_refuses_bad_input(tmp_path, data, capsys, monkeypatch):
@@ -204,7 +202,8 @@ def test_launch_refuses_bad_input(tmp_path, data, capsys, monkeypatch):
     assert rc == 2 and 'there is no `sbatch` on PATH' in err and '--executor local' in err
     monkeypatch.undo()
     # a lock held by a live process refuses; a dead one's is taken over (then the recipe is refused, lock released)
-    holder = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])
+    holder = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'],  # alive until killed (or this
+                              stdin=subprocess.PIPE)  # process ends)
     try:
         (unknown / 'launch').mkdir(exist_ok=True)
         (unknown / 'launch' / 'lock').write_text(json.dumps(dict(pid=holder.pid, host=socket.gethostname(),
@@ -216,6 +215,7 @@ def test_launch_refuses_bad_input(tmp_path, data, capsys, monkeypatch):
     finally:
         holder.kill()
         holder.wait()
+        holder.stdin.close()
     rc, _, err = _launch(capsys, unknown)
     assert rc == 2 and 'typo.yaml is refused' in err and not (unknown / 'launch' / 'lock').exists()
 
@@ -304,27 +304,25 @@ def test_slurm_array_finishes_skips_resumes_cancelled_and_refuses_bad_partition(
     assert rc == 0 and out.startswith('[pkmixer launch] nothing to launch') and 'skipped: 2 finished' in out
     assert len(list((sweep / 'launch' / 'slurm').iterdir())) == 1
 
-    _recipe(sweep, 'slow', data, epochs=3, epoch_sleep=3, seed=2)
+    gate = tmp_path / 'gate'  # opened for the relaunch: until then, the run waits after epoch 0 until cancelled
+    _recipe(sweep, 'slow', data, epochs=3, epoch_gate=str(gate), seed=2)
     rc, out, _ = _launch(capsys, sweep, *slurm_opts, '--no-wait')
     assert rc == 0 and 'submitted 1 runs as SLURM job array' in out
     job = re.search(r'as SLURM job array (\d+)', out).group(1)
     rc, _, err = _launch(capsys, sweep, *slurm_opts)  # while the job lives, a second launch is refused
     assert rc == 2 and f'is being launched already, by SLURM job {job} (`scancel {job}` stops it)' in err
     run_dir = sweep / 'runs' / 'slow'
-    deadline = time.time() + 300
-    while not _an_epoch_saved(run_dir) and time.time() < deadline:
-        time.sleep(0.3)
+    until(lambda: _an_epoch_saved(run_dir), 'epoch 0 saved')
     assert _status(capsys, sweep)['slow']['state'] == 'running'
     subprocess.run(['scancel', job], check=True)
-    while squeue(job) and time.time() < deadline:
-        time.sleep(0.5)
+    until(lambda: not squeue(job), f'cancelled job {job} to leave the queue')
     status = _status(capsys, sweep)['slow']
-    assert status['state'] == 'unfinished' and status['done'] in (1, 2) and status['epochs'] == 3
-    done = status['done']  # the sleep stays: a run whose recipe changed is not resumed
+    assert (status['state'], status['done'], status['epochs']) == ('unfinished', 1, 3)
+    gate.touch()
     rc, out, _ = _launch(capsys, sweep, *slurm_opts)
     assert rc == 0 and '1/1 slow: finished' in out and 'skipped: 2 finished' in out
     assert _summary_epochs(run_dir)[0] == [0, 1, 2]  # resumed: no epoch trained twice
-    assert f'resuming from epoch {done + 1}' in (sweep / 'launch' / 'logs' / 'slow.log').read_text()
+    assert 'resuming from epoch 2\n' in (sweep / 'launch' / 'logs' / 'slow.log').read_text()  # its second
 
 
 # ------------------------------------------------------------------------------------------------- W&B

@@ -28,9 +28,9 @@ def run(args: argparse.Namespace) -> int:
         print(f'train.py arguments of every run: {shlex.join(train_args) or "(none)"}')
     for status in statuses:
         print(status.line())
-    print(f'total {len(statuses)}: ' + ', '.join(f'{counts[k]} {k}' for k in STATES))
     for line in verdict:
         print(line)
+    print(f'total {len(statuses)}: ' + ', '.join(f'{counts[k]} {k}' for k in STATES))  # the last line, always
     return 0
 
 

@@ -13,7 +13,7 @@ from .._timm import generate_readme
 from ..catalog import summarize
 from ..description import built_label
 from ..permutation_kinds import PERMUTATION_KINDS
-from ..runs.run_folder import RunFileError, read_summary, row_problem
+from ..runs.run_folder import RunFileError, epoch_words, read_summary, row_problem
 
 __all__ = ['PAPER_ARXIV', 'PAPER_BIBTEX', 'RunMetrics', 'read_run_metrics', 'validate_command', 'build_model_card',
            'render_model_card']
@@ -82,7 +82,7 @@ def read_run_metrics(
         raise RunFileError(f'{summary_csv}, {summary.faults[0]}{keep_out}')
     row = summary.epochs.get(epoch)
     if row is None or 'eval_top1' not in row:
-        return None, f'{summary_csv.name} not used: no validation row for epoch {epoch}'
+        return None, f'{summary_csv.name} not used: no validation row for epoch {epoch_words([epoch])}'
     problem = row_problem(epoch, row)  # the report's rule: finite, top-1 and top-5 in [0, 100]
     if problem:
         raise RunFileError(f'{summary_csv}, line {summary.lines[epoch]}: {problem}{keep_out}')

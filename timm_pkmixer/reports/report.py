@@ -496,7 +496,8 @@ def _average_the_groups(b: _Building) -> None:
 # build_report is these steps, in order
 def _collect_claims(b: _Building) -> None:
     """The claims declared in the sweep.json of the folders the runs were launched from (or beside an epochs.csv
-    given), each once; a claim of one name declared differently by two folders is refused."""
+    given), each once; a sweep.json that cannot be read, or a claim of one name declared differently by two
+    folders, is refused."""
     folders: List[Path] = []
     for p in b.paths:
         if Path(p).is_file():
@@ -508,12 +509,8 @@ def _collect_claims(b: _Building) -> None:
                 folders.append(launched)
     found: OrderedDict[str, Claim] = OrderedDict()
     for folder in dict.fromkeys(folders):
-        try:
-            claims = declared_claims(folder)
-        except InvalidArgumentError as e:  # the runs are still reported; what judges them is said
-            b.report.warnings.append(f'the claims of `{folder.name}/sweep.json` cannot be read, none judged: '
-                                     f'{str(e).replace(f"{folder}{os.sep}", "")}')
-            continue
+        claims = declared_claims(folder)  # a sweep.json that cannot be read is refused, naming it: its claims
+        # are what the sweep was run to judge
         for claim in claims:
             if claim.name in found and found[claim.name] != claim:
                 raise InvalidArgumentError(f'claim {claim.name!r} is declared differently in two sweep folders '
