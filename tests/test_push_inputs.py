@@ -57,7 +57,7 @@ def test_push_of_a_run_resumed_into_its_folder_cards_the_last_row_of_its_epoch(t
 
 
 @pytest.mark.parametrize('rows,fault', [
-    ([(0, 1.2, 40.), (1, 1.1, 50.), (2, 1.0, 250.)], 'line 4: eval_top1 = 250 at epoch 3 is outside [0, 100]'),  # epochs counted from 1
+    ([(0, 1.2, 40.), (1, 1.1, 50.), (2, 1.0, 250.)], 'line 4: eval_top1 = 250 at epoch 3 is outside [0, 100]'),
     ([(0, 1.2, 40.), (1, 1.1, 50.), (2, NAN, NAN)], 'line 4: non-finite eval_loss (nan), eval_top1 (nan) at epoch 3'),
     ([(0, 1.2, 40.), (1, 1.1, -3.)], None),  # another epoch's values: not on the card, not refused
 ])
