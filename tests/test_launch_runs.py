@@ -6,6 +6,7 @@ One folder of two finished runs is launched once for the module (with the stand-
 tests/mini_train_py.py); each test works on a copy."""
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -19,6 +20,7 @@ import yaml
 from PIL import Image
 
 from timm_pkmixer.reports.report import build_report
+from timm_pkmixer.runs.run_folder import RunFileError
 
 from conftest import command_messages, until
 
@@ -495,5 +497,6 @@ def test_the_report_names_the_experiment_the_runs_sweep_named(sweep):
     assert report.experiment == 'single' and report.warnings[0] == (
         'the runs come from sweeps of 2 experiments (density, depth): named single by what varies; name it with '
         'experiment=')
-    (sweep / 'sweep.json').write_text('not json', encoding='utf-8')  # unreadable: as if there were none
-    assert build_report([runs]).experiment == 'single'
+    (sweep / 'sweep.json').write_text('not json', encoding='utf-8')  # unreadable: refused by name (it declares
+    with pytest.raises(RunFileError, match=re.escape(f'{sweep / "sweep.json"}: not JSON (')):  # the sweep's claims)
+        build_report([runs])
