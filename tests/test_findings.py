@@ -378,3 +378,15 @@ def test_a_committed_file_it_cannot_use_is_one_line_and_a_stray_folder_is_passed
         findings.committed_report.cache_clear()
     err = capsys.readouterr().err
     assert err.startswith('findings.py: error: ') and said in err and 'Traceback' not in err and err.count('\n') == 1
+
+
+def test_fig6_runs_committed_as_they_ran_are_counted_not_judged(findings, monkeypatch, tmp_path):
+    """Row e stays 'not yet run' until the registered nine runs have ended; meanwhile it says how far they are."""
+    monkeypatch.setattr(findings, 'HERE', tmp_path)
+    assert findings._so_far() == ''
+    (tmp_path / findings.FIG6_DIR).mkdir()
+    rows = ['run,epoch,eval_top1'] + [f'runs/a,{e},88' for e in range(40)] + [f'runs/b,{e},80' for e in range(3)]
+    (tmp_path / findings.FIG6_DIR / 'runs_so_far_epochs.csv').write_text('\n'.join(rows) + '\n')
+    assert findings._so_far() == (' (1 of 9 at their 40th epoch, 1 part-way, in `runs_so_far_epochs.csv`; judged '
+                                  'once all 9 have ended, as registered)')
+    assert findings.finding_fig6().word == findings.NOT_RUN
