@@ -88,6 +88,11 @@ def test_the_minimum_detectable_effect_has_the_power_it_says():
     # with many degrees of freedom it is the normal approximation (z 0.975 + z 0.8) · se
     assert minimum_detectable_effect(1.0, 1e7) == pytest.approx(stats.norm.ppf(0.975) + stats.norm.ppf(0.8), rel=1e-4)
     assert math.isnan(minimum_detectable_effect(0.0, 6))
+    # one degree of freedom (one arm of two seeds, the others of one: a design part-way through its runs): the
+    # bracket reaches effects where scipy's nct.cdf of the far tail is NaN; the MDE is still found, with its power
+    mde = minimum_detectable_effect(0.05, 1.0)
+    crit = stats.t.ppf(0.975, 1.0)
+    assert stats.nct.sf(crit, 1.0, mde / 0.05) == pytest.approx(0.8, abs=1e-6) and mde == pytest.approx(0.817, abs=1e-3)
 
 
 def test_the_pooled_sd_ignores_single_seeds_and_is_not_zero_for_one_agreeing_arm():

@@ -259,7 +259,8 @@ def gap_trend(xs: Sequence[float], ys: Sequence[float], in_a: Sequence[bool]) ->
 def _power(effect: float, se: float, df: float, alpha: float) -> float:
     crit = stats.t.ppf(1 - alpha / 2, df)
     nc = effect / se
-    return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+    # the far tail as the upper tail of −t: scipy's nct.cdf(−crit, df, nc) is NaN for large nc at small df
+    return float(stats.nct.sf(crit, df, nc) + stats.nct.sf(crit, df, -nc))
 
 
 def minimum_detectable_effect(se: float, df: float, power: float = POWER, alpha: float = ALPHA) -> float:
