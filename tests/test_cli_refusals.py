@@ -21,7 +21,14 @@ from timm_pkmixer.catalog import is_pkmixer_model, list_pkmixer_models
 from timm_pkmixer.cli import build_parser
 from timm_pkmixer.training.train_py import TrainArgumentError, _resolve, load_train_py, missing_train_py_message
 from timm_pkmixer.training.train_py_parsers import check_train_args, rebuild_train_py
-from timm_pkmixer.validation import closest_models, model_families, registered_models, unknown_model
+from timm_pkmixer.validation import (
+    closest_flags,
+    closest_models,
+    did_you_mean_flags,
+    model_families,
+    registered_models,
+    unknown_model,
+)
 
 from conftest import command_messages
 
@@ -82,6 +89,30 @@ def test_closest_models_are_registered_and_closest_first():
 
 
 # ---------------------------------------------------------------------------------- flags, choices, model names
+
+def test_closest_flags_names_each_unknown_flag_once_in_order_at_the_cutoff():
+    known = ['-w', '--workers', '--experiment', '--out-dir', '--lr']
+    args = ['--out-dri=x', 'depth', '--wrkers', '1', '--wrkers', '-', '--', '-x', '--lr', '--zzz']
+    assert closest_flags(args, known, cutoff=0.6) == {'--out-dri': '--out-dir', '--wrkers': '--workers'}
+    assert list(closest_flags(args, known, cutoff=0.6)) == ['--out-dri', '--wrkers']
+    assert closest_flags(['--wor'], known, cutoff=0.6) == {'--wor': '--workers'}  # 6/10 = 0.6: close at 0.6
+    assert closest_flags(['--wor'], known, cutoff=0.8) == {}  # ... not at train.py's 0.8
+    assert did_you_mean_flags({}) == ''
+    assert did_you_mean_flags({'--wrkers': '--workers'}) == ' (did you mean --workers?)'
+    assert did_you_mean_flags({'--a': '--ab', '--c': '--cd'}) == ' (did you mean --ab for --a, --cd for --c?)'
+
+
+def test_train_pys_refusal_carries_its_hint_apart(tmp_path):
+    """train.py's guess is a field of the refusal, not only text in its message: the launch replaces it by the
+    launcher's own guess without reading it back out of the message."""
+    recipe = tmp_path / 'r.yaml'
+    recipe.write_text('model: s_mixer_s64c64_32\n')
+    with pytest.raises(TrainArgumentError) as caught:
+        _resolve(rebuild_train_py(Path(MINI)), [MINI, '--config', str(recipe), '--wrkers', '1', '--seeed', '2'])
+    assert caught.value.refusal == 'train.py refuses its arguments: unrecognized arguments: --wrkers 1 --seeed 2'
+    assert caught.value.hint == ' (did you mean --workers for --wrkers, --seed for --seeed?)'
+    assert str(caught.value) == caught.value.refusal + caught.value.hint
+
 
 @pytest.mark.parametrize('argv, last', [
     (['status', '{dir}', '--jsn'], 'pkmixer status: error: unrecognized arguments: --jsn (did you mean --json?)'),

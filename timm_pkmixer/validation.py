@@ -20,14 +20,14 @@ import functools
 import math
 import numbers
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from .errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = [
     'integer', 'positive_int', 'non_negative_int', 'real', 'positive_real', 'non_negative_real', 'probability', 'rate',
     'boolean', 'choice', 'int_pair', 'real_pair', 'optional', 'cli_type', 'registered_models', 'model_families',
-    'closest_models', 'unknown_model',
+    'closest_models', 'closest_flags', 'did_you_mean_flags', 'unknown_model',
 ]
 
 T = TypeVar('T')
@@ -190,6 +190,29 @@ def model_families() -> Tuple[str, ...]:
 def closest_models(name: str, n: int = 3) -> List[str]:
     """The registered names closest to `name`, closest first (none when none is close)."""
     return difflib.get_close_matches(name, registered_models(), n=n, cutoff=0.6)
+
+
+def closest_flags(args: Sequence[str], known: Sequence[str], cutoff: float) -> Dict[str, str]:
+    """For each flag among `args` (``--wrkers`` or ``--wrkers=1``; values and ``-``/``--`` are not flags) that is not
+    one of `known` but is near one of its long flags (:func:`difflib.get_close_matches` at `cutoff`), that flag:
+    ``{'--wrkers': '--workers'}``, in the order given."""
+    long_flags = [f for f in known if f.startswith('--')]
+    close: Dict[str, str] = {}
+    for arg in args:
+        flag = arg.split('=', 1)[0]
+        if not flag.startswith('-') or flag in ('-', '--') or flag in close or flag in long_flags:
+            continue
+        match = difflib.get_close_matches(flag, long_flags, n=1, cutoff=cutoff)
+        close.update({flag: match[0]} if match else {})
+    return close
+
+
+def did_you_mean_flags(close: Dict[str, str]) -> str:
+    """:func:`closest_flags`' answer as a hint: `` (did you mean --workers?)`` for one flag, `` (did you mean
+    --experiment for --experimnt, --out-dir for --out-dri?)`` for several, '' for none."""
+    if len(close) > 1:
+        return f' (did you mean {", ".join(f"{good} for {typo}" for typo, good in close.items())}?)'
+    return ''.join(f' (did you mean {good}?)' for good in close.values())
 
 
 def unknown_model(name: str) -> Optional[str]:

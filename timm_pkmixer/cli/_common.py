@@ -12,7 +12,7 @@ import re
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 from ..errors import ArgumentValueError, InvalidArgumentError, UserInputError
-from ..validation import cli_type, positive_int, positive_real, unknown_model
+from ..validation import cli_type, closest_flags, did_you_mean_flags, positive_int, positive_real, unknown_model
 
 __all__ = ['CommandParser', 'ParseKwargs', 'add_command', 'add_model_options', 'add_width_options', 'in_flag_terms',
            'progress', 'unrecognized', 'MODEL_NAME', 'POSITIVE_INT', 'POSITIVE_REAL']
@@ -43,17 +43,7 @@ class CommandParser(argparse.ArgumentParser):
 def unrecognized(parser: argparse.ArgumentParser, rest: Sequence[str]) -> str:
     """argparse's message for the arguments `rest` that `parser` does not know, with the closest flag of `parser` to
     each flag among them: ``unrecognized arguments: --experimnt depth (did you mean --experiment?)``."""
-    flags = sorted(f for f in parser._option_string_actions if f.startswith('--'))
-    close = {}
-    for arg in rest:
-        flag = arg.split('=', 1)[0]
-        if flag.startswith('-') and flag not in ('-', '--') and flag not in close:
-            match = difflib.get_close_matches(flag, flags, n=1, cutoff=0.6)
-            close.update({flag: match[0]} if match else {})
-    if len(close) > 1:
-        hint = f' (did you mean {", ".join(f"{good} for {typo}" for typo, good in close.items())}?)'
-    else:
-        hint = ''.join(f' (did you mean {good}?)' for good in close.values())
+    hint = did_you_mean_flags(closest_flags(rest, sorted(parser._option_string_actions), cutoff=0.6))
     return f'unrecognized arguments: {" ".join(rest)}{hint}'
 
 

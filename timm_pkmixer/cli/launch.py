@@ -4,9 +4,7 @@ unfinished ones and reuses the first launch's train.py arguments."""
 import argparse
 import contextlib
 import dataclasses
-import difflib
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -15,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
+from ..validation import closest_flags
 from ._common import add_command, in_flag_terms, progress
 
 __all__ = ['add_commands']
@@ -152,7 +151,8 @@ def probable_launcher_flags(rest: List[str], launcher_flags: List[str]) -> List[
         flag = arg.split('=', 1)[0]
         if not flag.startswith('--') or flag in long_flags or flag == '--':
             continue
-        close = [f for f in long_flags if f.startswith(flag)] or difflib.get_close_matches(flag, long_flags, 1, 0.8)
+        prefixed = [f for f in long_flags if f.startswith(flag)]
+        close = prefixed or [*closest_flags([flag], long_flags, cutoff=0.8).values()]
         if close:
             out.append(f'{flag} (probably {close[0]}, a flag of pkmixer launch)')
     return out
@@ -177,8 +177,8 @@ def _in_launch_terms(args: argparse.Namespace, rest: List[str]) -> Iterator[None
         probable = probable_launcher_flags(rest, args.launcher_flags)
         if not probable:
             raise
-        refused = re.sub(r' \(did you mean [^)]*\?\)', '', str(e))  # train.py's own guess gives way to the launcher's
-        raise TrainArgsRefusedError(f'{refused}. Every argument pkmixer launch does not know goes to train.py: '
+        # train.py's own guess (e.hint) gives way to the launcher's
+        raise TrainArgsRefusedError(f'{e.refusal}. Every argument pkmixer launch does not know goes to train.py: '
                                     f'{"; ".join(probable)}? Nothing was recorded or started') from None
 
 

@@ -54,7 +54,12 @@ class TrainArgsChangedError(LaunchError):
 
 class TrainArgsRefusedError(LaunchError):
     """train.py's parser refuses the launch's train.py arguments (checked on a recipe before anything is recorded or
-    started)."""
+    started): `refusal` says so, `hint` is train.py's closest flag to each it did not know (or ''); the message is the
+    two together."""
+
+    def __init__(self, refusal: str, hint: str = '') -> None:
+        super().__init__(f'{refusal}{hint}')
+        self.refusal, self.hint = refusal, hint
 
 
 class SlurmUnreachableError(LaunchError):

@@ -369,7 +369,7 @@ def check_without_torch(folder: Path, train_args: Sequence[str] = (), train_py: 
         try:
             checked = check_train_args(str(recipe), args, path)
         except TrainArgumentError as e:
-            raise TrainArgsRefusedError(f'{recipe} is refused: {e}') from None
+            raise TrainArgsRefusedError(f'{recipe} is refused: {e.refusal}', e.hint) from None
         except UserInputError as e:
             raise LaunchError(f'{recipe} is refused: {e}') from None
         if checked is None:

@@ -239,7 +239,7 @@ def plan_tasks(folder: Path, train_args: Sequence[str], train_py: Optional[str],
         try:
             plan = prepare_train(str(recipe), list(train_args), train_py_path)
         except TrainArgumentError as e:
-            raise TrainArgsRefusedError(f'{recipe} is refused: {e}') from None
+            raise TrainArgsRefusedError(f'{recipe} is refused: {e.refusal}', e.hint) from None
         except UserInputError as e:
             raise LaunchError(f'{recipe} is refused: {e}') from None
         _check_no_positional(recipe, plan.args)

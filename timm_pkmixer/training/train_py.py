@@ -11,7 +11,6 @@ own parser.
 import argparse
 import ast
 import contextlib
-import difflib
 import importlib.util
 import logging
 import os
@@ -31,7 +30,7 @@ from ..sweeps.recipes import (
     resolve_batch_and_lr,
     resolve_recipe,
 )
-from ..validation import positive_int
+from ..validation import closest_flags, did_you_mean_flags, positive_int
 from .env import env_int
 
 __all__ = ['TRAIN_PY_ENV', 'TrainArgumentError', 'TrainPyError', 'find_train_py', 'missing_train_py_message',
@@ -144,7 +143,12 @@ def _argv(argv: List[str]) -> Iterator[None]:
 
 
 class TrainArgumentError(UserInputError, ValueError):
-    """train.py's parser refused its arguments."""
+    """train.py's parser refused its arguments: `refusal` is what it said, `hint` the closest of its flags to each
+    flag it did not know (`` (did you mean --workers?)``, or ''); the message is the two together."""
+
+    def __init__(self, refusal: str, hint: str = '') -> None:
+        super().__init__(f'{refusal}{hint}')
+        self.refusal, self.hint = refusal, hint
 
 
 class LaunchArgumentError(ArgumentValueError):
@@ -152,27 +156,15 @@ class LaunchArgumentError(ArgumentValueError):
     ``batch_size``, with its train.py `options`) or one of :func:`prepare_train`'s own (``global_batch``)."""
 
 
-def _closest_flags(message: str, parser: argparse.ArgumentParser) -> str:
-    """' (did you mean --workers?)' for the unrecognized flags of an argparse message that are near one of
-    `parser`'s long flags ('' when none is)."""
-    if not message.startswith('unrecognized arguments:'):
-        return ''
-    flags = [o for a in parser._actions for o in a.option_strings if o.startswith('--')]
-    said = []
-    for word in message.split(':', 1)[1].split():
-        flag = word.split('=', 1)[0]
-        close = difflib.get_close_matches(flag, flags, 1, 0.8) if flag.startswith('--') else []
-        said += [(flag, close[0])] if close else []
-    if len(said) == 1:
-        return f' (did you mean {said[0][1]}?)'
-    return f' (did you mean {", ".join(f"{close} for {flag}" for flag, close in said)}?)' if said else ''
-
-
 def _resolve(module: ModuleType, argv: List[str]) -> argparse.Namespace:
     """train.py's own two-stage parse (config file defaults, then the command line); its usage errors are raised
     as :class:`TrainArgumentError` instead of printing train.py's whole usage and exiting."""
     def error(message: str) -> None:
-        raise TrainArgumentError(f'train.py refuses its arguments: {message}{_closest_flags(message, module.parser)}')
+        hint = ''
+        if message.startswith('unrecognized arguments:'):
+            flags = [o for a in module.parser._actions for o in a.option_strings]
+            hint = did_you_mean_flags(closest_flags(message.split(':', 1)[1].split(), flags, cutoff=0.8))
+        raise TrainArgumentError(f'train.py refuses its arguments: {message}', hint)
 
     parsers = (module.config_parser, module.parser)
     saved = [p.error for p in parsers]
