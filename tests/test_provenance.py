@@ -80,6 +80,7 @@ def test_the_environment_names_versions_device_threads_and_no_path(tmp_path, mon
     assert env['torch'] == torch.__version__ and env['timm'] == timm.__version__
     assert env['train_py'] == 'train.py' and env['threads'] == torch.get_num_threads()
     assert env['device_type'] == 'cpu' and env['device'] == env['cpu'] and env['flags']['cuda'] is False
+    assert env['flags']['cpu_capability'] == torch.backends.cpu.get_cpu_capability()  # e.g. 'AVX2'
     import timm_pkmixer
     commit, _ = package_commit()
     assert env['pkmixer_commit'] == commit and env['pkmixer_version'] == timm_pkmixer.__version__
@@ -109,6 +110,9 @@ def test_a_start_is_recorded_once_and_a_resume_beside_it(tmp_path):
 
 @pytest.mark.parametrize('flags, words', [
     (dict(cuda=False), ''),
+    (dict(cuda=False, cpu_capability='AVX2'), 'AVX2 kernels'),
+    (dict(cuda=False, cpu_capability='AVX512', deterministic_algorithms=True), 'AVX512 kernels'),
+    (dict(cuda=True, cpu_capability='AVX2', cuda_matmul_allow_tf32=False), 'TF32 off'),
     (dict(cuda=True, cuda_matmul_allow_tf32=True, cudnn_allow_tf32=True, cudnn_benchmark=True), 'TF32 on, cuDNN '
                                                                                                   'autotuning'),
     (dict(cuda=True, cuda_matmul_allow_tf32=True, NVIDIA_TF32_OVERRIDE='0'), 'TF32 off (NVIDIA_TF32_OVERRIDE=0)'),
@@ -160,6 +164,22 @@ def test_the_report_counts_runs_per_environment_and_epochs_csv_keeps_them(tmp_pa
     assert again.environments() == [e for e in report.environments()]
     write_epochs_csv(again.runs, tmp_path / 'again.csv')
     assert (tmp_path / 'again.csv').read_text() == text
+
+
+def test_runs_whose_cpu_kernels_differ_are_told_apart(tmp_path):
+    """The same code and seed on CPUs whose torch kernels differ (AVX2 against AVX512) round differently, so the
+    report counts them as two environments and names the kernels; a record without them stays as it was."""
+    cpu = dict(cuda=False, deterministic_algorithms=False, float32_matmul_precision='highest')
+    for seed, capability in enumerate(('AVX2', 'AVX512', None)):
+        run_folder(tmp_path / 'runs', f'a_seed{seed}', seed)
+        flags = {**cpu, 'cpu_capability': capability} if capability else cpu
+        record_provenance(tmp_path / 'runs' / f'a_seed{seed}', _env(flags=flags))
+    report = build_report([str(tmp_path / 'runs')])
+    flags = ENVIRONMENT_KEYS.index('flags')
+    assert sorted(env[flags] for env, _, _ in report.environments()) == ['', 'AVX2 kernels', 'AVX512 kernels']
+    write_report(report, str(tmp_path / 'out'), figures=False)
+    section = (tmp_path / 'out' / 'report.md').read_text().split('## Environments')[1]
+    assert '| 1 | 1 | AVX2 kernels |' in section and '| 1 | 1 | AVX512 kernels |' in section
 
 
 def test_a_broken_environment_column_is_named_by_line(tmp_path):

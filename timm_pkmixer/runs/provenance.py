@@ -6,7 +6,7 @@ The file names the code and the machine arithmetic of the run (no host name, no 
      "pkmixer_version": "0.2.0", "pkmixer_commit": "fa003e8…" | null, "pkmixer_dirty": false | null,
      "torch": "2.…", "timm": "1.0.…", "python": "3.…", "train_py": "train.py", "train_py_sha256": "…",
      "device_type": "cpu" | "cuda" | …, "device": "<CPU model or CUDA device name>", "cpu": "<CPU model>",
-     "threads": 1, "processes": 1, "flags": {"cuda_matmul_allow_tf32": …, "NVIDIA_TF32_OVERRIDE": …, …},
+     "threads": 1, "processes": 1, "flags": {"cpu_capability": "AVX2", "cuda_matmul_allow_tf32": …, …},
      "recorded_from_epoch": 0, "resumed_in": [{…later starts, same keys…}]}
 
 The first start of a run is the file's top level; a ``--resume`` into the folder adds its own record to
@@ -43,6 +43,7 @@ _START_SHAPE = dict(pkmixer_env=(int,), started=(str,), pkmixer_version=(str, _N
                     train_py_sha256=(str, _N), device_type=(str, _N), device=(str, _N), cpu=(str, _N),
                     threads=(int, _N), processes=(int, _N), flags=(dict,))
 _FLAG_SHAPE = dict(cuda=(bool, _N), deterministic_algorithms=(bool, _N), float32_matmul_precision=(str, _N),
+                   cpu_capability=(str, _N),
                    cuda_matmul_allow_tf32=(bool, _N), cudnn_allow_tf32=(bool, _N), cudnn_benchmark=(bool, _N),
                    cudnn_deterministic=(bool, _N), NVIDIA_TF32_OVERRIDE=(str, _N))
 _TYPE_NAMES = {bool: 'true or false', int: 'an integer', str: 'a string', dict: 'an object', list: 'a list',
@@ -134,10 +135,14 @@ def record_provenance(folder: PathLike, environment: Dict[str, Any], earlier_epo
 
 
 def describe_flags(flags: Any) -> str:
-    """The arithmetic flags in a few words: TF32 (on only where train.py allowed it and NVIDIA_TF32_OVERRIDE does
-    not forbid it), deterministic algorithms, cuDNN autotuning; '' on a CPU run (none of them apply)."""
-    if not isinstance(flags, dict) or not flags.get('cuda'):
+    """The arithmetic flags in a few words: on CUDA, TF32 (on only where train.py allowed it and NVIDIA_TF32_OVERRIDE
+    does not forbid it), deterministic algorithms, cuDNN autotuning; on a CPU, the instruction set of torch's kernels
+    (``AVX2 kernels``; '' where the run did not record it)."""
+    if not isinstance(flags, dict):
         return ''
+    if not flags.get('cuda'):
+        capability = flags.get('cpu_capability')
+        return f'{capability} kernels' if isinstance(capability, str) and capability else ''
     tf32 = bool(flags.get('cuda_matmul_allow_tf32') or flags.get('cudnn_allow_tf32')) and \
         flags.get('NVIDIA_TF32_OVERRIDE') != '0'
     words = [f'TF32 {"on" if tf32 else "off"}']

@@ -62,12 +62,16 @@ def cpu_name() -> str:
 
 def arithmetic_flags(device_type: str) -> Dict[str, Any]:
     """The switches that change a run's arithmetic, as they stand now: torch's deterministic algorithms and float32
-    matmul precision; on CUDA, TF32 (train.py allows it for matrix products on CUDA; NVIDIA_TF32_OVERRIDE=0 forbids
-    it below torch), cuDNN's TF32, autotuning and determinism."""
+    matmul precision; the instruction set torch's CPU kernels were dispatched to (``AVX2``, ``AVX512``, ``DEFAULT``:
+    the same seed and code on another one sums in another order, so its runs drift apart by rounding); on CUDA, TF32
+    (train.py allows it for matrix products on CUDA; NVIDIA_TF32_OVERRIDE=0 forbids it below torch), cuDNN's TF32,
+    autotuning and determinism."""
     import torch
+    capability = getattr(torch.backends.cpu, 'get_cpu_capability', None)
     flags: Dict[str, Any] = dict(cuda=device_type == 'cuda',
                                  deterministic_algorithms=torch.are_deterministic_algorithms_enabled(),
-                                 float32_matmul_precision=torch.get_float32_matmul_precision())
+                                 float32_matmul_precision=torch.get_float32_matmul_precision(),
+                                 cpu_capability=capability() if capability else None)
     if device_type == 'cuda':
         flags.update(cuda_matmul_allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32),
                      cudnn_allow_tf32=bool(torch.backends.cudnn.allow_tf32),
