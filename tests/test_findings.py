@@ -390,3 +390,7 @@ def test_fig6_runs_committed_as_they_ran_are_counted_not_judged(findings, monkey
     assert findings._so_far() == (' (1 of 9 at their 40th epoch, 1 part-way, in `runs_so_far_epochs.csv`; judged '
                                   'once all 9 have ended, as registered)')
     assert findings.finding_fig6().word == findings.NOT_RUN
+    rows = rows[:41] + [f'runs/b,{e},80' for e in range(40)]  # runs that ended only: none part-way to name
+    (tmp_path / findings.FIG6_DIR / 'runs_so_far_epochs.csv').write_text('\n'.join(rows) + '\n')
+    assert findings._so_far() == (' (2 of 9 at their 40th epoch, in `runs_so_far_epochs.csv`; judged once all 9 have '
+                                  'ended, as registered)')

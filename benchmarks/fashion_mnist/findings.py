@@ -404,8 +404,9 @@ def _so_far(epochs: int = 40, name: str = 'runs_so_far_epochs.csv') -> str:
     for r in csv.DictReader((HERE / FIG6_DIR / name).read_text().splitlines() if _has(FIG6_DIR, name) else []):
         done[r['run']] = max(done.get(r['run'], 0), int(r['epoch']) + 1)
     ended = sum(n >= epochs for n in done.values())
-    return (f' ({ended} of 9 at their {epochs}th epoch, {len(done) - ended} part-way, in `{name}`; judged once all 9 '
-            'have ended, as registered)') if done else ''
+    part_way = f', {len(done) - ended} part-way' if len(done) > ended else ''
+    return (f' ({ended} of 9 at their {epochs}th epoch{part_way}, in `{name}`; judged once all 9 have ended, as '
+            'registered)') if done else ''
 
 
 def finding_fig6() -> Finding:
