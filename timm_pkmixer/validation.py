@@ -193,14 +193,14 @@ def closest_models(name: str, n: int = 3) -> List[str]:
 
 
 def closest_flags(args: Sequence[str], known: Sequence[str], cutoff: float) -> Dict[str, str]:
-    """For each flag among `args` (``--wrkers`` or ``--wrkers=1``; values and ``-``/``--`` are not flags) that is not
-    one of `known` but is near one of its long flags (:func:`difflib.get_close_matches` at `cutoff`), that flag:
-    ``{'--wrkers': '--workers'}``, in the order given."""
+    """The closest long flag of `known` to each flag among `args` (``--wrkers`` or ``--wrkers=1``; values and
+    ``-``/``--`` are not flags) that is not one of `known` and has one within `cutoff`
+    (:func:`difflib.get_close_matches`), in the order given: ``{'--wrkers': '--workers'}``."""
     long_flags = [f for f in known if f.startswith('--')]
     close: Dict[str, str] = {}
     for arg in args:
         flag = arg.split('=', 1)[0]
-        if not flag.startswith('-') or flag in ('-', '--') or flag in close or flag in long_flags:
+        if not flag.startswith('-') or flag in ('-', '--') or flag in close or flag in known:
             continue
         match = difflib.get_close_matches(flag, long_flags, n=1, cutoff=cutoff)
         close.update({flag: match[0]} if match else {})
