@@ -409,6 +409,17 @@ def _so_far(epochs: int = 40, name: str = 'runs_so_far_epochs.csv') -> str:
             'registered)') if done else ''
 
 
+def _fig6_sentence(vs: Sequence[verdicts.ClaimVerdict]) -> str:
+    """Row e in words: C = S against the two ends (the judged contrast, its MDE), the trend over C, the lowest arm."""
+    peak, trend = (next(v.comparisons[0] for v in vs if (v.claim.kind == 'trend') == t) for t in (False, True))
+    d, (lo, hi), s = peak.estimate.value, peak.estimate.interval(), trend.estimate.value
+    return (f'Pre-registered, {sum(a.n for a in trend.arms)} runs of {trend.arms[0].scheduled} epochs: at '
+            f'{peak.arms[0].label} (= S) the error is {abs(d):.2f} points {"above" if d > 0 else "below"} the mean of '
+            f'{" and ".join(a.label for a in peak.arms[1:])} [{lo:+.2f}, {hi:+.2f}] (the paper: below; the design '
+            f'could have detected {peak.mde:.2f}), and it {"rises" if s > 0 else "falls"} by {abs(s):.2f} per doubling '
+            f'of C ({verdicts.p_text(trend.estimate.p)}), lowest at {min(trend.arms, key=lambda a: a.mean).label}')
+
+
 def finding_fig6() -> Finding:
     """(e) Fig. 6, pre-registered (width_fig6/PREREGISTRATION.md): at fixed Ω the error is lowest near C = S; judged
     on the claims its sweep declared before the runs; the 10-epoch sweep width_o18 in the notes."""
@@ -427,8 +438,7 @@ def finding_fig6() -> Finding:
         return f
     vs = [judged(FIG6_DIR, c) for c in declared_claims(HERE / FIG6_DIR)]
     f = _row('e', claim, paper, FIG6_DIR, vs, 3, '600–2000')
-    f.sentence = plain(f, 'Pre-registered: ' + '; '.join(f'{c.label.split(": ", 1)[-1]} {c.estimate.value:+.2f}'
-                                                         for v in vs for c in v.comparisons))
+    f.sentence = plain(f, _fig6_sentence(vs))
     f.notes = ['Declared before the runs (`width_fig6/sweep.json`, PREREGISTRATION.md): the contrast judged, the trend '
                'measured. Normal S-Mixers, L = 8, Ω = 2^18, (C, S) = (16, 173), (64, 64), (173, 16); C.4\'s training '
                '(lr 0.02); Fashion-MNIST. Fig. 6 trains L = 12 with Table S.2\'s settings for 600–2000 epochs; '
@@ -575,6 +585,10 @@ def bottom_line(findings: Sequence[Finding]) -> str:
     said = [f'shown as the paper says: {keys((AGREES, IN_PART))}', f'against the paper: {keys((DISAGREES,))}',
             f'pointing against it, not shown at this scale: {"; ".join(leaning) or "none"}',
             f'this scale cannot tell (curves still moving, too short, or timed on a CPU only): {keys((NOT_SHOWN,))}']
+    if any(f.word == NO_DIFFERENCE for f in findings):  # judged on flat curves, with the effect it could have seen
+        said.insert(2, 'no difference shown, the curves flat (what the design could have detected): ' + '; '.join(
+            f'{f.key} ({p.name}: {p.difference.split(", p")[0]}; MDE {p.mde})' for f in findings for p in f.parts
+            if f.word == NO_DIFFERENCE and p.verdict.word == NO_DIFFERENCE))
     if any(f.word == NOT_RUN for f in findings):
         said.append(f'not yet run: {keys((NOT_RUN,))}')
     return f'**Bottom line.** {"; ".join(said)}.'
